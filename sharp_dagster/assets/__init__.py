@@ -1,0 +1,1 @@
+"""sharp_dagster.assets"""

@@ -1,0 +1,52 @@
+"""The platform's own database (job log, step log, data-quality results): one SQLAlchemy MetaData, one URL.
+
+The URL comes from `SHARP_LOG_DB_URL` (default: a SQLite file under `data/`); MySQL/MariaDB and PostgreSQL work too.
+Table definitions live next to the engine that owns them (`sharp_dagster.joblog.models`,
+`sharp_dagster.dqc.store`) and all register on `metadata` below; the schema is created and migrated by Alembic
+(`sharp_dagster/joblog/migrations`).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import MetaData, create_engine, event
+from sqlalchemy.engine import Engine
+
+from sharp_dagster.settings import Settings, redact_url
+
+metadata = MetaData()
+
+_ENGINES: dict[str, Engine] = {}
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The job-log database cannot be reached; the message shows the URL without its password."""
+
+
+def make_engine(url: str | None = None) -> Engine:
+    """One pooled engine per URL per process. SQLite gets WAL and a busy timeout so processes can share it."""
+    url = url or Settings.from_env().log_db_url
+    engine = _ENGINES.get(url)
+    if engine is not None:
+        return engine
+    if url.startswith("sqlite"):
+        if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+            from pathlib import Path
+
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn, _record):  # pragma: no cover - trivial
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+    else:
+        engine = create_engine(url, pool_pre_ping=True)
+    _ENGINES[url] = engine
+    return engine
+
+
+def describe(url: str) -> str:
+    return redact_url(url)

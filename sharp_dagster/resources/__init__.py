@@ -1,0 +1,1 @@
+"""Dagster resources: the Spark session and the warehouse IO manager."""

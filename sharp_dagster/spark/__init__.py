@@ -1,0 +1,1 @@
+"""Spark plumbing with no Dagster import: building sessions and storing table partitions."""

@@ -1,0 +1,74 @@
+"""Build the one SparkSession a process uses.
+
+Local mode by default (`local[2]`), or any master from `SHARP_SPARK_MASTER` (e.g. `spark://host:7077`), with extra
+Spark conf from `SHARP_SPARK_CONF`. Tables use Spark's in-memory catalog over Hive-style partitioned parquet folders
+under the warehouse directory (see `sharp_dagster.spark.tables`), so any number of processes can read and write the
+warehouse at once: there is no single-writer Derby metastore to lock.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from sharp_dagster.settings import Settings
+
+LOG4J_CONF = Path(__file__).with_name("log4j2.properties")
+
+DEFAULT_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    # dt / hour partition values stay strings: '2024-01-01' is a key, not a DATE to be re-formatted.
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.legacy.createHiveTableByDefault": "false",
+    # Tables discover their partitions from the folders (other processes add partitions all the time).
+    "spark.sql.hive.manageFilesourcePartitions": "false",
+    "spark.driver.memory": "2g",
+}
+
+
+def build_spark_session(settings: Settings | None = None, app_name: str = "sharp_dagster", **conf: str) -> SparkSession:
+    """Return the process's SparkSession, creating it on first call.
+
+    `conf` overrides the defaults and `SHARP_SPARK_CONF`; keys use underscores for dots is *not* supported on
+    purpose: pass real Spark keys through `**{"spark.x": "y"}`.
+    """
+    settings = settings or Settings.from_env()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    merged = dict(DEFAULT_CONF)
+    merged["spark.sql.warehouse.dir"] = str(settings.warehouse_dir)
+    level = os.environ.get("SHARP_SPARK_LOG_LEVEL", "ERROR").upper()
+    if level in {"ERROR", "OFF", "FATAL"}:
+        merged["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}"
+    if settings.spark_master.startswith("spark://"):
+        # Executors on a cluster must reach the driver; on one machine that is loopback.
+        merged.setdefault("spark.driver.host", os.environ.get("SHARP_SPARK_DRIVER_HOST", "127.0.0.1"))
+        merged.setdefault("spark.driver.bindAddress", os.environ.get("SHARP_SPARK_DRIVER_HOST", "127.0.0.1"))
+        merged.setdefault("spark.executor.memory", "512m")
+    jars = _extra_jars()
+    if jars:
+        merged["spark.jars"] = ",".join(jars)
+    merged.update(settings.spark_conf)
+    merged.update(conf)
+    builder = SparkSession.builder.master(settings.spark_master).appName(app_name)
+    for key, value in merged.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(level if level != "OFF" else "ERROR")
+    return spark
+
+
+def _extra_jars() -> list[str]:
+    """JDBC drivers the CDC snapshot needs, when present (Debian's libmariadb-java)."""
+    jars = [j for j in os.environ.get("SHARP_SPARK_JARS", "").split(",") if j]
+    mariadb = Path("/usr/share/java/mariadb-java-client.jar")
+    if mariadb.exists() and str(mariadb) not in jars:
+        jars.append(str(mariadb))
+    return jars

@@ -1,0 +1,40 @@
+"""Shared fixtures: every test run works in its own temporary data folder, never in the repo's `data/`."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_RUN_DIR = Path(tempfile.mkdtemp(prefix="sharp_dagster_tests_"))
+os.environ["SHARP_DATA_DIR"] = str(_RUN_DIR / "data")
+os.environ["DAGSTER_HOME"] = str(_RUN_DIR / "dagster_home")
+os.environ.pop("SHARP_WAREHOUSE_DIR", None)
+os.environ.pop("SHARP_LOG_DB_URL", None)
+os.environ.pop("SHARP_ALERT_WEBHOOK_URL", None)
+(_RUN_DIR / "dagster_home").mkdir(parents=True, exist_ok=True)
+
+
+@pytest.fixture(scope="session")
+def run_dir() -> Path:
+    return _RUN_DIR
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one local SparkSession of the test process (Spark allows one per JVM)."""
+    from sharp_dagster.settings import Settings
+    from sharp_dagster.spark.session import build_spark_session
+
+    session = build_spark_session(Settings.from_env(), app_name="sharp_dagster_tests")
+    yield session
+
+
+@pytest.fixture()
+def table_store(spark, tmp_path):
+    """A TableStore over a fresh warehouse folder of its own."""
+    from sharp_dagster.spark.tables import TableStore
+
+    return TableStore(spark, tmp_path / "warehouse")
