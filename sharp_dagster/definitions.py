@@ -36,7 +36,9 @@ DEPS = resolve(CATALOG)
 GRAINS = {t.qualified: t.grain for t in CATALOG.tables}
 
 sql_assets = [
-    build_sql_asset(t, DEPS[t.qualified].assets, DEPS[t.qualified].externals, GRAINS, prepare=_prepare_sources)
+    build_sql_asset(
+        t, DEPS[t.qualified].assets, DEPS[t.qualified].externals, GRAINS, prepare=_prepare_sources
+    )
     for t in CATALOG.tables
 ]
 source_assets = external_asset_specs(CATALOG, [e for d in DEPS.values() for e in d.externals])

@@ -15,6 +15,12 @@ PACKAGE_ROOT = Path(__file__).resolve().parent
 WAREHOUSE_SQL_DIR = PACKAGE_ROOT / "warehouse"
 
 
+def warehouse_sql_dir() -> Path:
+    """The folder of the warehouse's SQL files: `SHARP_WAREHOUSE_SQL_DIR`, or the package's own `warehouse/`."""
+    value = os.environ.get("SHARP_WAREHOUSE_SQL_DIR")
+    return Path(value).expanduser().resolve() if value else WAREHOUSE_SQL_DIR
+
+
 def _path(var: str, default: Path) -> Path:
     value = os.environ.get(var)
     return Path(value).expanduser().resolve() if value else default

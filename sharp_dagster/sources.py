@@ -13,7 +13,13 @@ from pathlib import Path
 from sharp_dagster.demo.shop import SOURCE_DB, TABLES
 
 SOURCE_SCHEMA = "src_shop"
-CHANGE_META = {"_seq": "bigint", "_txn": "bigint", "_ts": "string", "_op": "string", "_source_table": "string"}
+CHANGE_META = {
+    "_seq": "bigint",
+    "_txn": "bigint",
+    "_ts": "string",
+    "_op": "string",
+    "_source_table": "string",
+}
 
 
 def snapshot_table(logical: str) -> str:
@@ -52,7 +58,9 @@ def register_sources(spark, sample_dir: Path | str) -> None:
     existing = {r.tableName for r in spark.sql(f"SHOW TABLES IN {SOURCE_SCHEMA}").collect()}
     opts = "OPTIONS (timestampFormat 'yyyy-MM-dd HH:mm:ss', mode 'FAILFAST')"
     for table in TABLES.values():
-        snap_cols = ", ".join(f"`{c}` {t}" for c, t in {**table.spark_schema, "_source_table": "string"}.items())
+        snap_cols = ", ".join(
+            f"`{c}` {t}" for c, t in {**table.spark_schema, "_source_table": "string"}.items()
+        )
         if f"{table.name}_snapshot" not in existing:
             spark.sql(
                 f"CREATE TABLE {snapshot_table(table.name)} ({snap_cols}) USING json {opts} "

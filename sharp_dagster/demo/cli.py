@@ -15,7 +15,9 @@ def _date(value: str) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    demo = sub.add_parser("demo", help="generate the sample shop (if missing) and materialize every asset, day by day")
+    demo = sub.add_parser(
+        "demo", help="generate the sample shop (if missing) and materialize every asset, day by day"
+    )
     demo.add_argument("--days", type=int, default=3, help="how many days to materialize (default 3)")
     demo.add_argument("--start", type=_date, default=None, help="first day (default: the warehouse's start)")
     demo.add_argument("--users", type=int, default=200, help="size of the generated shop (users)")
@@ -43,6 +45,8 @@ def _generate(args: argparse.Namespace) -> int:
     from sharp_dagster.settings import Settings
 
     out = Settings.from_env().sample_dir
-    manifest = generate(out, GeneratorConfig(seed=args.seed, days=args.days, users=args.users), force=args.force)
+    manifest = generate(
+        out, GeneratorConfig(seed=args.seed, days=args.days, users=args.users), force=args.force
+    )
     print(f"wrote {out / 'shop'}: final rows {manifest['final_rows']}, {manifest['last_seq']} changes")
     return 0

@@ -82,7 +82,9 @@ class _Writer:
     def emit(self, logical: str, physical: str, op: str, ts: datetime, row: dict[str, Any]) -> None:
         self.seq += 1
         record = dict(row)
-        record.update({"_seq": self.seq, "_txn": self.txn, "_ts": _ts(ts), "_op": op, "_source_table": physical})
+        record.update(
+            {"_seq": self.seq, "_txn": self.txn, "_ts": _ts(ts), "_op": op, "_source_table": physical}
+        )
         self.rows.append((logical, record))
 
 

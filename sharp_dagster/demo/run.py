@@ -15,7 +15,6 @@ from pathlib import Path
 
 from sharp_dagster.settings import Settings
 
-
 # Dagster logs every step at DEBUG to the console; the demo prints its own progress instead.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -52,8 +51,11 @@ def run_demo(days: int = 3, start: str | None = None, users: int = 200, out=sys.
     t0 = time.monotonic()
     print(f"sample data: {settings.sample_dir / 'shop'}", file=out)
     manifest = generate(settings.sample_dir, cfg)
-    print(f"  {sum(manifest['counts']['snapshot'].values())} snapshot rows, {manifest['last_seq']} row changes "
-          f"over {cfg.days} days", file=out)
+    print(
+        f"  {sum(manifest['counts']['snapshot'].values())} snapshot rows, {manifest['last_seq']} row changes "
+        f"over {cfg.days} days",
+        file=out,
+    )
     print(f"dagster home: {home}", file=out)
     print("loading definitions and starting Spark ...", file=out, flush=True)
 
@@ -66,8 +68,11 @@ def run_demo(days: int = 3, start: str | None = None, users: int = 200, out=sys.
     with DagsterInstance.get() as instance:
         for i, day in enumerate(result.days, start=1):
             t_day = time.monotonic()
-            print(f"[{i}/{len(result.days)}] {day}: materializing {len(job.asset_layer.executable_asset_keys)} assets",
-                  file=out, flush=True)
+            print(
+                f"[{i}/{len(result.days)}] {day}: materializing {len(job.asset_layer.executable_asset_keys)} assets",
+                file=out,
+                flush=True,
+            )
             run = job.execute_in_process(
                 partition_key=day, instance=instance, raise_on_error=False, run_config=QUIET
             )
@@ -83,7 +88,9 @@ def run_demo(days: int = 3, start: str | None = None, users: int = 200, out=sys.
                 result.failed = f"{day}: {reason}"
                 print(f"      FAILED: {reason}", file=out)
                 break
-            print(f"      done in {time.monotonic() - t_day:.1f}s (run {run.run_id[:8]})", file=out, flush=True)
+            print(
+                f"      done in {time.monotonic() - t_day:.1f}s (run {run.run_id[:8]})", file=out, flush=True
+            )
     result.seconds = time.monotonic() - t0
     print_summary(result, out)
     return result

@@ -59,9 +59,13 @@ class SparkTableIOManager(ConfigurableIOManager):
         if obj is None:
             return
         if not isinstance(obj, DataFrame):
-            raise TypeError(f"{context.asset_key.to_user_string()}: expected a Spark DataFrame, got {type(obj)}")
+            raise TypeError(
+                f"{context.asset_key.to_user_string()}: expected a Spark DataFrame, got {type(obj)}"
+            )
         if not context.has_asset_partitions:
-            raise ValueError(f"{context.asset_key.to_user_string()}: warehouse tables are partitioned by time")
+            raise ValueError(
+                f"{context.asset_key.to_user_string()}: warehouse tables are partitioned by time"
+            )
         grain = grain_of(context.asset_partitions_def)
         ref = table_ref_for(context.asset_key.path, grain)
         key = context.asset_partition_key

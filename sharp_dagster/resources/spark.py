@@ -19,7 +19,9 @@ class SparkResource(ConfigurableResource):
     `master` defaults to `SHARP_SPARK_MASTER` (local[2]); `conf` adds Spark settings on top of `SHARP_SPARK_CONF`.
     """
 
-    master: str | None = Field(default=None, description="Spark master URL; default SHARP_SPARK_MASTER or local[2]")
+    master: str | None = Field(
+        default=None, description="Spark master URL; default SHARP_SPARK_MASTER or local[2]"
+    )
     conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark configuration")
 
     def settings(self) -> Settings:

@@ -33,7 +33,9 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 
-def build_spark_session(settings: Settings | None = None, app_name: str = "sharp_dagster", **conf: str) -> SparkSession:
+def build_spark_session(
+    settings: Settings | None = None, app_name: str = "sharp_dagster", **conf: str
+) -> SparkSession:
     """Return the process's SparkSession, creating it on first call.
 
     `conf` overrides the defaults and `SHARP_SPARK_CONF`; keys use underscores for dots is *not* supported on

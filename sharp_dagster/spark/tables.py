@@ -216,7 +216,9 @@ class TableStore:
             return False
         spark = self.spark
         key = ref.qualified
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS `{ref.database}` LOCATION '{self.warehouse_dir}/{ref.database}.db'")
+        spark.sql(
+            f"CREATE DATABASE IF NOT EXISTS `{ref.database}` LOCATION '{self.warehouse_dir}/{ref.database}.db'"
+        )
         fresh = self.spark.read.option("mergeSchema", "true").parquet(self._uri(self.table_path(ref))).columns
         current = self._registered.get(key)
         if current is not None and current != tuple(fresh):
@@ -233,7 +235,9 @@ class TableStore:
             spark.catalog.refreshTable(key)
         return True
 
-    def read_partitions(self, ref: TableRef, partitions: Iterable[Mapping[str, str]], needed_by: str = "") -> DataFrame:
+    def read_partitions(
+        self, ref: TableRef, partitions: Iterable[Mapping[str, str]], needed_by: str = ""
+    ) -> DataFrame:
         """Rows of the given partitions; raises `MissingPartitionError` naming every partition not written."""
         wanted = [dict(p) for p in partitions]
         missing = [p for p in wanted if not self.has_partition(ref, p)]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from sharp_dagster.settings import WAREHOUSE_SQL_DIR
+from sharp_dagster.settings import WAREHOUSE_SQL_DIR, warehouse_sql_dir
 from sharp_dagster.warehouse.variables import VariableError, Window, check_variables, render
 
 LAYERS = ("ods", "dwd", "ads")
@@ -116,13 +116,17 @@ def parse_sql_file(path: Path, layer: str) -> SqlTable:
     known = {"partition", "start", "deps", "lookback"}
     for key, (_, lineno) in props.items():
         if key not in known:
-            raise WarehouseDefinitionError(f"{where}:{lineno}: unknown property @{key} (known: {sorted(known)})")
+            raise WarehouseDefinitionError(
+                f"{where}:{lineno}: unknown property @{key} (known: {sorted(known)})"
+            )
     grain, lineno = props.get("partition", ("daily", 1))
     if grain not in ("daily", "hourly"):
         raise WarehouseDefinitionError(f"{where}:{lineno}: @partition must be daily or hourly, not {grain!r}")
     start, lineno = props.get("start", (DEFAULT_START, 1))
     if not re.match(r"^\d{4}-\d{2}-\d{2}$", start):
-        raise WarehouseDefinitionError(f"{where}:{lineno}: @start must be a date like 2024-01-01, not {start!r}")
+        raise WarehouseDefinitionError(
+            f"{where}:{lineno}: @start must be a date like 2024-01-01, not {start!r}"
+        )
     declared: tuple[str, ...] | None = None
     if "deps" in props:
         raw, lineno = props["deps"]
@@ -141,7 +145,9 @@ def parse_sql_file(path: Path, layer: str) -> SqlTable:
 
     try:
         check_variables(text, where)
-        rendered = render(text, Window.from_partition_key(_sample_key(grain, start), grain).variables(), where)
+        rendered = render(
+            text, Window.from_partition_key(_sample_key(grain, start), grain).variables(), where
+        )
     except VariableError as exc:
         raise WarehouseDefinitionError(str(exc)) from exc
     return SqlTable(
@@ -169,11 +175,13 @@ def discover(sql_dir: Path = WAREHOUSE_SQL_DIR) -> list[SqlTable]:
 
 def load_catalog(sql_dir: Path | str | None = None) -> WarehouseCatalog:
     """The project's warehouse: every SQL table plus the external source tables they read."""
-    return _load_catalog(Path(sql_dir) if sql_dir else WAREHOUSE_SQL_DIR)
+    return _load_catalog(Path(sql_dir) if sql_dir else warehouse_sql_dir())
 
 
 @lru_cache(maxsize=8)
 def _load_catalog(sql_dir: Path) -> WarehouseCatalog:
     from sharp_dagster.sources import external_schemas, source_edges
 
-    return WarehouseCatalog(tables=discover(sql_dir), external_schemas=external_schemas(), extra_edges=source_edges())
+    return WarehouseCatalog(
+        tables=discover(sql_dir), external_schemas=external_schemas(), extra_edges=source_edges()
+    )

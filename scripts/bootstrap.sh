@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Set up everything on a fresh machine: system packages, a virtualenv in .venv, the project installed editable.
+#   scripts/bootstrap.sh          what the demo needs (Java, Python packages)
+#   scripts/bootstrap.sh test     also what the tests need (Chromium, MariaDB + its JDBC driver, PostgreSQL)
+#   scripts/bootstrap.sh bench    also the benchmark-only packages (sqllineage, duckdb)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-run}
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+pkgs=()
+command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)
+if [ "$mode" = test ]; then
+  [ -x /usr/bin/chromium ] || pkgs+=(chromium)
+  command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || pkgs+=(mariadb-server)
+  [ -f /usr/share/java/mariadb-java-client.jar ] || pkgs+=(libmariadb-java)
+  if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    pkgs+=(postgresql)
+  fi
+fi
+if [ ${#pkgs[@]} -gt 0 ]; then
+  echo "installing system packages: ${pkgs[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+fi
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+case "$mode" in
+  test) extras="[dev]" ;;
+  bench) extras="[dev,bench]" ;;
+  *) extras="" ;;
+esac
+.venv/bin/python -m pip install -q -e ".${extras}"
+mkdir -p data artifacts

@@ -1,0 +1,86 @@
+"""Loading SQL table files: properties, descriptions, variables and clear errors naming file and line."""
+
+from __future__ import annotations
+
+import pytest
+
+from sharp_dagster.warehouse.catalog import WarehouseDefinitionError, discover, load_catalog, parse_sql_file
+from sharp_dagster.warehouse.dependencies import resolve
+from sharp_dagster.warehouse.variables import VariableError, Window, render
+
+
+def write(tmp_path, layer, name, text):
+    folder = tmp_path / layer
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.sql"
+    path.write_text(text)
+    return path
+
+
+def test_project_catalog_has_every_layer():
+    catalog = load_catalog()
+    layers = {t.layer for t in catalog.tables}
+    assert layers == {"ods", "dwd", "ads"}
+    assert len([t for t in catalog.tables if t.layer == "ods"]) >= 4
+    for table in catalog.tables:
+        assert table.description and "${" not in table.rendered
+
+
+def test_properties_and_render(tmp_path):
+    path = write(
+        tmp_path,
+        "dwd",
+        "t",
+        "-- A table.\n-- Second line.\n-- @partition: hourly\n-- @start: 2024-02-01\n"
+        "SELECT * FROM ods.a WHERE dt = '${dt}' AND hour = '${hour}' AND ts < '${DATA_RANGE_END}'\n",
+    )
+    table = parse_sql_file(path, "dwd")
+    assert table.description == "A table.\nSecond line."
+    assert (table.grain, table.start) == ("hourly", "2024-02-01")
+    sql = table.render("2024-02-03-05:00")
+    assert "dt = '2024-02-03' AND hour = '05' AND ts < '2024-02-03 06:00:00'" in sql
+
+
+def test_syntax_error_names_file_and_line(tmp_path):
+    write(tmp_path, "dwd", "broken", "-- Broken.\nSELECT a,\n  FROM ods.x WHERE (\n")
+    catalog_tables = discover(tmp_path)
+    from sharp_dagster.warehouse.catalog import WarehouseCatalog
+
+    with pytest.raises(WarehouseDefinitionError) as err:
+        resolve(WarehouseCatalog(tables=catalog_tables))
+    message = str(err.value)
+    assert str(tmp_path / "dwd" / "broken.sql") in message
+    assert ":3:" in message or ":4:" in message  # the line of the error, not the file's first line
+
+
+def test_unknown_variable_is_named(tmp_path):
+    path = write(tmp_path, "ods", "t", "-- T.\nSELECT 1\nFROM x.y WHERE dt = '${day}'\n")
+    with pytest.raises(WarehouseDefinitionError, match=r"t\.sql:3: unknown variable \$\{day\}"):
+        parse_sql_file(path, "ods")
+
+
+def test_missing_description_and_bad_property(tmp_path):
+    with pytest.raises(WarehouseDefinitionError, match="comment describing"):
+        parse_sql_file(write(tmp_path, "ods", "a", "SELECT 1\n"), "ods")
+    with pytest.raises(WarehouseDefinitionError, match=r"b\.sql:2: unknown property @grain"):
+        parse_sql_file(write(tmp_path, "ods", "b", "-- B.\n-- @grain: daily\nSELECT 1\n"), "ods")
+    with pytest.raises(WarehouseDefinitionError, match="lower_snake_case"):
+        parse_sql_file(write(tmp_path, "ods", "BadName", "-- C.\nSELECT 1\n"), "ods")
+
+
+def test_declared_deps_must_agree(tmp_path):
+    from sharp_dagster.warehouse.catalog import WarehouseCatalog
+
+    write(tmp_path, "ods", "a", "-- A.\nSELECT 1 AS x FROM src.a\n")
+    write(tmp_path, "dwd", "b", "-- B.\n-- @deps: ods.a\nSELECT x FROM ods.a JOIN ods.c ON 1 = 1\n")
+    with pytest.raises(WarehouseDefinitionError) as err:
+        resolve(WarehouseCatalog(tables=discover(tmp_path)))
+    assert "dwd/b" in str(err.value) and "ods.c" in str(err.value)
+
+
+def test_values_are_never_free_text():
+    with pytest.raises(VariableError):
+        render("SELECT '${dt}'", {"dt": "2024-01-01' OR '1'='1"})
+    with pytest.raises(VariableError):
+        Window.from_partition_key("2024-13-01", "daily")
+    assert render("'${dt}'", Window.from_partition_key("2024-03-01", "daily").variables()) == "'2024-03-01'"
