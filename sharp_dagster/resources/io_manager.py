@@ -1,9 +1,9 @@
 """The warehouse IO manager: Spark DataFrames in and out of partitioned warehouse tables.
 
 Output: the asset's DataFrame is written to exactly the partition being materialized, atomically (staged, then
-swapped in by `TableStore.publish`; a failed write leaves the old partition intact). Before the swap, the publish
-hooks run against the staged rows; a hook that raises (a strong data-quality rule, say) keeps the data out and
-fails the step. Each materialization records `dagster/row_count`, `dagster/partition_row_count` and
+swapped in by `TableStore.publish`; a failed write leaves the old partition intact). For a log-driven
+materialization the run's `PartitionRun` does the publishing: job-log steps, and the strong data-quality rules on
+the staged rows before the swap (a failed rule keeps the data out and fails the step). Each materialization records `dagster/row_count`, `dagster/partition_row_count` and
 `dagster/column_schema`.
 
 Input: the upstream partitions the partition mapping asks for, as one DataFrame; a partition that was never
@@ -11,8 +11,6 @@ written fails the step with a message naming it (so no table is built on missing
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from dagster import (
     ConfigurableIOManager,
@@ -26,19 +24,7 @@ from pyspark.sql import DataFrame
 
 from sharp_dagster.partitions import PARTITION_COLUMNS, grain_of, partition_values
 from sharp_dagster.resources.spark import SparkResource
-from sharp_dagster.spark.tables import StagedPartition, TableRef, TableStore
-
-# Called with (context, store, staged) after staging and before publishing; raising keeps the data out.
-PublishHook = Callable[[OutputContext, TableStore, StagedPartition], None]
-_PUBLISH_HOOKS: list[PublishHook] = []
-# Called with (context, store, staged) after publishing (weak rules, job-log bookkeeping).
-_PUBLISHED_HOOKS: list[PublishHook] = []
-
-
-def add_publish_hook(hook: PublishHook, *, after: bool = False) -> None:
-    target = _PUBLISHED_HOOKS if after else _PUBLISH_HOOKS
-    if hook not in target:
-        target.append(hook)
+from sharp_dagster.spark.tables import TableRef
 
 
 def table_ref_for(asset_key_path: list[str] | tuple[str, ...], grain: str | None) -> TableRef:
@@ -71,16 +57,13 @@ class SparkTableIOManager(ConfigurableIOManager):
         key = context.asset_partition_key
         values = partition_values(key, grain)
         store = self.spark.store()
-        staged = store.stage(ref, values, obj)
-        try:
-            for hook in list(_PUBLISH_HOOKS):
-                hook(context, store, staged)
-            store.publish(staged)
-        except BaseException:
-            store.discard(staged)
-            raise
-        for hook in list(_PUBLISHED_HOOKS):
-            hook(context, store, staged)
+        from sharp_dagster.logdriven import active_run
+
+        run = active_run(context.run_id, context.asset_key.to_user_string(), key)
+        if run is not None:
+            staged = run.publish(store, ref, values, obj)  # job log, quality gate, then the swap
+        else:
+            staged = store.write_partition(ref, values, obj)
         context.add_output_metadata(
             {
                 "dagster/row_count": staged.row_count,

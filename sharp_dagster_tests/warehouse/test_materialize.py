@@ -107,11 +107,39 @@ def test_missing_upstream_partition_fails_by_name(spark, warehouse):
     assert spark.table("dwd.order_detail").where("dt = '2024-01-03'").count() == 0
 
 
-def test_missing_source_day_fails_before_writing(spark, warehouse):
+def test_out_of_order_partition_names_the_earliest_pending(spark, warehouse):
     defs, instance = warehouse
     job = defs.resolve_job_def("warehouse_daily")
     result = job.execute_in_process(partition_key="2024-01-09", instance=instance, raise_on_error=False)
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
-    assert "source data missing" in failure.step_failure_data.error.message
+    assert (
+        "cannot run before the earlier partition 2024-01-03 (never run)"
+        in failure.step_failure_data.error.message
+    )
     assert spark.table("ods.orders").where("dt = '2024-01-09'").count() == 0
+
+
+def test_missing_source_day_fails_before_writing(spark, warehouse):
+    defs, instance = warehouse
+    changes = Settings.from_env().sample_dir / "shop" / "changes" / "orders" / "dt=2024-01-03"
+    hidden = changes.with_name("hidden")
+    changes.rename(hidden)
+    try:
+        orders = next(
+            a for a in defs.assets if getattr(a, "key", None) is not None and a.key.path == ["ods", "orders"]
+        )
+        result = materialize(
+            [orders],
+            partition_key="2024-01-03",
+            instance=instance,
+            resources=defs.resources,
+            raise_on_error=False,
+        )
+    finally:
+        hidden.rename(changes)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "source data missing" in failure.step_failure_data.error.message
+    assert str(changes) in failure.step_failure_data.error.message
+    assert spark.table("ods.orders").where("dt = '2024-01-03'").count() == 0

@@ -1,0 +1,236 @@
+"""Log-driven execution of one asset partition in Dagster: the glue between a materialization and the job log.
+
+Every materialization of a log-driven asset goes through a `PartitionRun`:
+
+1. the job-log database is reached (or the run fails before any data is written, the URL shown without password);
+2. ordered semantics: an earlier partition of the asset (from its start) that is not SUCCESS in the job log
+   stops the run, naming that partition and its status (`planner.check_ordered`);
+3. cross-frequency dependencies: a daily asset reading an hourly one needs all hours of its day SUCCESS (a
+   `checkdone` step);
+4. the period is claimed atomically (`JobLog.claim`: a second run of the same period is refused, naming the
+   holder), and a heartbeat thread keeps the claim alive;
+5. steps `read`, `transform`, `write`, `checks` are recorded in step_log with their counts;
+6. `publish` stages the partition, runs the strong data-quality rules on the staged rows, swaps it in, then marks
+   the job SUCCESS and runs the weak rules; any failure marks it FAILURE with the error and alerts.
+
+The asset body and the IO manager run in the same step process, so the IO manager finds the run's
+`PartitionRun` in a process-local registry keyed by (Dagster run id, asset, partition).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from dagster import Failure
+from pyspark.sql import DataFrame
+
+from sharp_dagster.db import DatabaseUnavailable
+from sharp_dagster.joblog import (
+    FAILURE,
+    SUCCESS,
+    ClaimRefused,
+    JobHandle,
+    JobLog,
+    OutOfOrder,
+    PeriodSpec,
+    check_ordered,
+    check_upstream_done,
+)
+from sharp_dagster.joblog.store import Heartbeat
+from sharp_dagster.settings import Settings
+from sharp_dagster.spark.tables import StagedPartition, TableRef, TableStore
+
+log = logging.getLogger("sharp_dagster.logdriven")
+
+PROJECT_NAME = "sharp_dagster"
+HEARTBEAT_INTERVAL_S = 10.0
+
+# (context, store, staged, partition_run) -> results; raising keeps the data out. Installed by the quality layer.
+CheckHook = Callable[[Any, TableStore, StagedPartition, "PartitionRun"], Any]
+
+
+@dataclass(frozen=True)
+class LogDrivenAsset:
+    """What the job log needs to know about an asset: its name (`layer/table`), periods and upstreams."""
+
+    job_name: str
+    spec: PeriodSpec
+    upstream: dict[str, PeriodSpec] = field(default_factory=dict)  # log-driven upstreams of another grain
+    incremental_type: str = "timewindow"
+
+
+_JOB_LOGS: dict[str, JobLog] = {}
+_LOCK = threading.Lock()
+
+
+def job_log(url: str | None = None) -> JobLog:
+    """The process's JobLog for `url` (default `SHARP_LOG_DB_URL`); schema created/migrated on first use."""
+    url = url or Settings.from_env().log_db_url
+    with _LOCK:
+        if url not in _JOB_LOGS:
+            _JOB_LOGS[url] = JobLog(url)
+        return _JOB_LOGS[url]
+
+
+def job_log_or_fail() -> JobLog:
+    try:
+        return job_log()
+    except DatabaseUnavailable as exc:
+        raise Failure(description=f"job log unavailable, nothing was written: {exc}") from exc
+
+
+_ACTIVE: dict[tuple[str, str, str], PartitionRun] = {}
+
+
+def active_run(run_id: str, job_name: str, partition_key: str) -> PartitionRun | None:
+    return _ACTIVE.get((run_id, job_name, partition_key))
+
+
+class PartitionRun:
+    """One claimed period of one asset, from claim to SUCCESS/FAILURE."""
+
+    strong_checks: list[CheckHook] = []
+    weak_checks: list[CheckHook] = []
+
+    def __init__(self, jl: JobLog, asset: LogDrivenAsset, handle: JobHandle, run_id: str, context: Any):
+        self.job_log = jl
+        self.asset = asset
+        self.handle = handle
+        self.run_id = run_id
+        self.context = context
+        self.source_count: int | None = None
+        self.finished = False
+        self._beat = Heartbeat(jl, handle, HEARTBEAT_INTERVAL_S).start()
+        _ACTIVE[(run_id, asset.job_name, handle.partition_key or "")] = self
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def begin(
+        cls, context: Any, asset: LogDrivenAsset, partition_key: str, application_id: str | None = None
+    ) -> PartitionRun:
+        jl = job_log_or_fail()
+        try:
+            check_ordered(jl, asset.job_name, asset.spec, partition_key)
+        except OutOfOrder as exc:
+            raise Failure(description=f"{asset.job_name} [{partition_key}] not run: {exc}") from exc
+        period = asset.spec.period_for_key(partition_key)
+        try:
+            handle = jl.claim(
+                asset.job_name,
+                period,
+                run_id=context.run_id,
+                partition_key=partition_key,
+                incremental_type=asset.incremental_type,
+                project_name=PROJECT_NAME,
+                application_id=application_id,
+            )
+        except ClaimRefused as exc:
+            raise Failure(description=f"duplicate run refused: {exc}") from exc
+        run = cls(jl, asset, handle, context.run_id, context)
+        try:
+            run._check_upstreams(period.start, period.end)
+        except BaseException as exc:
+            run.fail(exc)
+            raise
+        return run
+
+    def _check_upstreams(self, start: datetime, end: datetime) -> None:
+        if not self.asset.upstream:
+            return
+        with self.step("checkdone", source_type="job_log") as rec:
+            missing = []
+            for name, spec in sorted(self.asset.upstream.items()):
+                result = check_upstream_done(self.job_log, name, spec, start, end)
+                rec.info(result.describe())
+                if not result.ok:
+                    missing.append(result.describe())
+            rec.source_count = len(self.asset.upstream)
+            if missing:
+                raise Failure(
+                    description=f"{self.asset.job_name}: upstream periods not done: " + "; ".join(missing)
+                )
+
+    @contextmanager
+    def step(self, step_id: str, source_type: str | None = None, target_type: str | None = None) -> Iterator:
+        with self.job_log.step(self.handle, step_id, source_type=source_type, target_type=target_type) as rec:
+            yield rec
+
+    def publish(
+        self, store: TableStore, ref: TableRef, values: dict[str, str], df: DataFrame
+    ) -> StagedPartition:
+        """Stage, check (strong rules), swap in, mark SUCCESS, then the weak rules. Failure: FAILURE + raise."""
+        try:
+            with self.step("write", source_type="spark", target_type="parquet") as rec:
+                staged = store.stage(ref, values, df)
+                rec.target_count = staged.row_count
+                rec.success_count = staged.row_count
+                rec.source_count = self.source_count
+                rec.info(f"staged {staged.row_count} rows for {ref.qualified} {values}")
+            try:
+                if self.strong_checks:
+                    with self.step("checks", source_type="spark") as rec:
+                        for hook in self.strong_checks:
+                            hook(self.context, store, staged, self)
+                store.publish(staged)
+            except BaseException:
+                store.discard(staged)
+                raise
+            self.succeed()
+        except BaseException as exc:
+            self.fail(exc)
+            raise
+        for hook in self.weak_checks:
+            try:
+                hook(self.context, store, staged, self)
+            except Exception:  # a weak rule never stops the pipeline
+                log.exception(
+                    "weak checks of %s [%s] failed to run", self.asset.job_name, self.handle.partition_key
+                )
+        return staged
+
+    def succeed(self) -> None:
+        self._end(SUCCESS, None)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.finished:
+            return
+        message = getattr(exc, "description", None) or f"{type(exc).__name__}: {exc}"
+        self._end(FAILURE, message)
+        alert_run_failure(self, message)
+
+    def _end(self, status: str, error: str | None) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self._beat.stop()
+        _ACTIVE.pop((self.run_id, self.asset.job_name, self.handle.partition_key or ""), None)
+        self.job_log.finish(self.handle, status, error=error)
+
+
+def alert_run_failure(run: PartitionRun, message: str) -> None:
+    """Notify the alert sink (webhook or log) once per failed attempt."""
+    try:
+        from sharp_dagster.alerts import AlertSink
+
+        sink = AlertSink.from_env(engine=run.job_log.engine)
+        sink.send(
+            "run_failure",
+            dedup_key=f"run:{run.asset.job_name}:{run.handle.partition_key}:{run.handle.attempt}",
+            title=f"{run.asset.job_name} [{run.handle.partition_key}] failed",
+            details={
+                "asset": run.asset.job_name,
+                "partition": run.handle.partition_key,
+                "run_id": run.run_id,
+                "job_id": run.handle.job_id,
+                "attempt": run.handle.attempt,
+                "error": message[:2000],
+            },
+        )
+    except Exception:  # alerting must never hide the original failure
+        log.exception("could not send the failure alert of %s", run.asset.job_name)
