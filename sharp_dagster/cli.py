@@ -9,6 +9,7 @@ import sys
 # Modules that contribute sub-commands through `register(subparsers)`.
 COMMAND_MODULES = [
     "sharp_dagster.demo.cli",
+    "sharp_dagster.joblog.cli",
 ]
 
 

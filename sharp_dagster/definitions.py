@@ -4,31 +4,45 @@ from __future__ import annotations
 
 from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
-from sharp_dagster.assets.sql_assets import build_sql_asset, external_asset_specs, set_prepare_hook
+from sharp_dagster.assets.sql_assets import (
+    build_sql_asset,
+    external_asset_specs,
+    log_driven_spec,
+    set_prepare_hook,
+)
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.resources.io_manager import SparkTableIOManager
 from sharp_dagster.resources.spark import SparkResource
+from sharp_dagster.sensors.log_driven import build_log_driven_sensor
 from sharp_dagster.sources import SOURCE_SCHEMA, missing_source_days, register_sources
 from sharp_dagster.warehouse.catalog import DEFAULT_START, load_catalog
 from sharp_dagster.warehouse.dependencies import resolve
 
 
-def _prepare_sources(context, table, spark_resource, partition_key: str) -> None:
-    """ODS tables read the shop's files: register them, and refuse a day whose change files are missing."""
+def _prepare_sources(context, table, spark_resource, partition_key: str) -> int:
+    """ODS tables read the shop's files: register them, refuse a day whose change files are missing, and count
+    the source rows the partition reads (snapshot + changes up to that day)."""
     from dagster import Failure
 
     from sharp_dagster.settings import Settings
 
     deps = DEPS[table.qualified]
-    if not any(e.startswith(f"{SOURCE_SCHEMA}.") for e in deps.externals):
-        return
+    externals = [e for e in deps.externals if e.startswith(f"{SOURCE_SCHEMA}.")]
+    if not externals:
+        return 0
     sample = Settings.from_env().sample_dir
     missing = missing_source_days(sample, partition_key)
     if missing:
         raise Failure(
             description=f"{table.qualified}[{partition_key}]: source data missing: {', '.join(missing)}"
         )
-    register_sources(spark_resource.session(), sample)
+    spark = spark_resource.session()
+    register_sources(spark, sample)
+    total = 0
+    for name in externals:
+        df = spark.table(name)
+        total += (df.where(df.dt <= partition_key) if "dt" in df.columns else df).count()
+    return total
 
 
 CATALOG = load_catalog()
@@ -41,6 +55,8 @@ sql_assets = [
     build_sql_asset(t, DEPS[t.qualified].assets, DEPS[t.qualified].externals, GRAINS, STARTS)
     for t in CATALOG.tables
 ]
+LOG_ASSETS = {t.asset_key_str: log_driven_spec(t, GRAINS, STARTS) for t in CATALOG.tables}
+UPSTREAMS = {t.asset_key_str: [u.replace(".", "/") for u in DEPS[t.qualified].assets] for t in CATALOG.tables}
 source_assets = external_asset_specs(CATALOG, [e for d in DEPS.values() for e in d.externals])
 
 warehouse_job = define_asset_job(
@@ -54,6 +70,7 @@ spark = SparkResource()
 defs = Definitions(
     assets=[*source_assets, *sql_assets],
     jobs=[warehouse_job],
+    sensors=[build_log_driven_sensor(LOG_ASSETS, UPSTREAMS)],
     resources={"spark": spark, "warehouse_io_manager": SparkTableIOManager(spark=spark)},
     executor=in_process_executor,
 )

@@ -49,6 +49,7 @@ from sharp_dagster.spark.tables import StagedPartition, TableRef, TableStore
 log = logging.getLogger("sharp_dagster.logdriven")
 
 PROJECT_NAME = "sharp_dagster"
+REFRESH_TAG = "sharp/refresh"
 HEARTBEAT_INTERVAL_S = 10.0
 
 # (context, store, staged, partition_run) -> results; raising keeps the data out. Installed by the quality layer.

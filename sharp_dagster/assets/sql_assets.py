@@ -25,16 +25,17 @@ from dagster import (
     asset,
 )
 
-from sharp_dagster.joblog import PeriodSpec
-from sharp_dagster.logdriven import LogDrivenAsset, PartitionRun
+from sharp_dagster.joblog import SUCCESS, PeriodSpec
+from sharp_dagster.logdriven import REFRESH_TAG, LogDrivenAsset, PartitionRun, job_log_or_fail
 from sharp_dagster.partitions import partition_values, partitions_for
 from sharp_dagster.resources.io_manager import table_ref_for
 from sharp_dagster.settings import Settings
 from sharp_dagster.warehouse.catalog import SqlTable, WarehouseCatalog
 from sharp_dagster.warehouse.variables import Window
 
-# Run before a table's SQL: (context, table, spark resource, partition key) -> None. Registers external sources.
-PrepareHook = Callable[[object, SqlTable, object, str], None]
+# Run in the read step: (context, table, spark resource, partition key) -> rows read from external sources.
+# Registers the external source tables and refuses a partition whose source data is missing.
+PrepareHook = Callable[[object, SqlTable, object, str], int]
 _PREPARE: PrepareHook | None = None
 _UPSTREAMS: dict[str, tuple[str, ...]] = {}
 
@@ -105,7 +106,9 @@ def build_sql_asset(
             run = _begin(context, table, log_asset, keys[0], spark_resource)
             try:
                 with run.step("read", source_type="parquet") as rec:
-                    rec.source_count = run.source_count = sum(df.count() for df in inputs.values())
+                    rec.source_count = run.source_count = sum(
+                        df.count() for df in inputs.values()
+                    ) + _prepare(context, table, spark_resource, keys[0])
                 yield Output(_transform(context, run, table, keys[0], spark_resource))
             except BaseException as exc:
                 run.fail(exc)
@@ -113,10 +116,21 @@ def build_sql_asset(
             return
         # A range (a single-run backfill): partitions strictly oldest first, each published on its own; at the
         # first failure the later ones never run, and the ones already published are reported as materialized.
+        # Partitions already SUCCESS are skipped unless the run is a refresh, so a relaunch resumes at the failure.
         store = spark_resource.store()
         ref = table_ref_for(table.asset_key_path, table.grain)
         done: list[tuple[str, int]] = []
+        refresh = context.run.tags.get(REFRESH_TAG) == "true"
         for key in keys:
+            if (
+                not refresh
+                and already_done(log_asset, key)
+                and store.has_partition(ref, partition_values(key, table.grain))
+            ):
+                context.log.info(
+                    f"{table.asset_key_str} [{key}]: SUCCESS in the job log, skipped (tag {REFRESH_TAG}=true to re-run)"
+                )
+                continue
             try:
                 run = _begin(context, table, log_asset, key, spark_resource)
                 try:
@@ -132,7 +146,9 @@ def build_sql_asset(
                             )
                             for up in upstream_assets
                         ]
-                        rec.source_count = run.source_count = sum(df.count() for df in frames)
+                        rec.source_count = run.source_count = sum(df.count() for df in frames) + _prepare(
+                            context, table, spark_resource, key
+                        )
                     df = _transform(context, run, table, key, spark_resource)
                 except BaseException as exc:
                     run.fail(exc)
@@ -164,10 +180,20 @@ def _begin(context, table: SqlTable, log_asset: LogDrivenAsset, key: str, spark_
     return PartitionRun.begin(context, log_asset, key, application_id=app_id)
 
 
+def already_done(log_asset: LogDrivenAsset, key: str) -> bool:
+    """Is this period's latest attempt SUCCESS in the job log? (A relaunched backfill resumes after it.)"""
+    period = log_asset.spec.period_for_key(key)
+    latest = job_log_or_fail().latest_attempts(log_asset.job_name, [(period.range_start, period.range_end)])
+    attempt = latest.get(period.range_start)
+    return attempt is not None and attempt.status == SUCCESS
+
+
+def _prepare(context, table: SqlTable, spark_resource, key: str) -> int:
+    return _PREPARE(context, table, spark_resource, key) if _PREPARE is not None else 0
+
+
 def _transform(context, run: PartitionRun, table: SqlTable, key: str, spark_resource):
     with run.step("transform", source_type="spark") as rec:
-        if _PREPARE is not None:
-            _PREPARE(context, table, spark_resource, key)
         sql = table.render(key)
         rec.info(f"rendered {table.path.name} for {key}")
         context.log.debug(f"{table.qualified} [{key}]\n{sql}")

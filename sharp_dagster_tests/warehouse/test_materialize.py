@@ -123,7 +123,7 @@ def test_out_of_order_partition_names_the_earliest_pending(spark, warehouse):
 def test_missing_source_day_fails_before_writing(spark, warehouse):
     defs, instance = warehouse
     changes = Settings.from_env().sample_dir / "shop" / "changes" / "orders" / "dt=2024-01-03"
-    hidden = changes.with_name("hidden")
+    hidden = changes.with_name(".hidden")
     changes.rename(hidden)
     try:
         orders = next(

@@ -1,0 +1,139 @@
+"""The log-driven sensor: launch the earliest pending period of each log-driven asset, one at a time per asset.
+
+The pending queue comes from the job log (`planner.pending_queue`: failed and never-run periods, oldest first,
+fully elapsed only). For each asset the sensor requests the head of its queue when
+
+- nothing of that asset is RUNNING in the job log or queued/running in Dagster (one at a time per asset),
+- every log-driven upstream has that period's window done (so a chain advances day by day, in order),
+- the head has failed fewer than `max_attempts` times: a failure that retrying fixes heals itself, in order; one
+  that needs a person stops there (and is alerted once) until someone fixes it and re-runs it
+  (`sharp-dagster log rerun`), or raises the limit.
+
+The run key carries the attempt number, so a retry is a new run while a repeated tick never launches twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from dagster import (
+    AssetKey,
+    AssetSelection,
+    DagsterRunStatus,
+    DefaultSensorStatus,
+    RunRequest,
+    RunsFilter,
+    SensorEvaluationContext,
+    SensorResult,
+    SkipReason,
+    sensor,
+)
+
+from sharp_dagster.joblog import FAILURE, check_upstream_done, pending_queue
+from sharp_dagster.logdriven import LogDrivenAsset, job_log
+
+IN_FLIGHT = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+]
+ASSET_TAG = "sharp/asset"
+
+
+def plan_requests(
+    assets: Mapping[str, LogDrivenAsset],
+    upstreams: Mapping[str, Sequence[str]],
+    in_flight: set[str],
+    max_attempts: int = 3,
+) -> tuple[list[RunRequest], list[str]]:
+    """The run requests of one tick, and why each other asset waits (for the tick's log)."""
+    jl = job_log()
+    requests: list[RunRequest] = []
+    waiting: list[str] = []
+    running = {r.job_name for r in jl.running()}
+    for name in sorted(assets):
+        asset = assets[name]
+        if name in running or name in in_flight:
+            waiting.append(f"{name}: a run is in progress")
+            continue
+        queue = pending_queue(jl, name, asset.spec)
+        if not queue:
+            continue
+        head = queue[0]
+        blocked = []
+        for up in upstreams.get(name, ()):
+            up_asset = assets.get(up)
+            if up_asset is None:
+                continue
+            check = check_upstream_done(jl, up, up_asset.spec, head.start, head.end)
+            if not check.ok:
+                blocked.append(check.describe())
+        if blocked:
+            waiting.append(f"{name} {head.partition_key}: waits for {'; '.join(blocked)}")
+            continue
+        attempts = 0
+        if head.last_status is not None:
+            latest = jl.latest_attempts(name, [(head.range_start, head.range_end)])
+            attempts = latest[head.range_start].attempt if head.range_start in latest else 0
+        if head.last_status == FAILURE and attempts >= max_attempts:
+            waiting.append(
+                f"{name} {head.partition_key}: failed {attempts} times, needs a person "
+                f"(fix it, then `sharp-dagster log rerun --asset {name} --from {head.partition_key[:10]} "
+                f"--to {head.partition_key[:10]}`)"
+            )
+            _alert_stuck(name, head.partition_key, attempts)
+            continue
+        requests.append(
+            RunRequest(
+                run_key=f"{name}:{head.partition_key}:attempt-{attempts + 1}",
+                partition_key=head.partition_key,
+                asset_selection=[AssetKey(name.split("/"))],
+                tags={ASSET_TAG: name, "sharp/launched_by": "log_driven_sensor"},
+            )
+        )
+    return requests, waiting
+
+
+def _alert_stuck(name: str, partition_key: str, attempts: int) -> None:
+    from sharp_dagster.alerts import AlertSink
+
+    sink = AlertSink.from_env(engine=job_log().engine)
+    sink.send(
+        "run_stuck",
+        dedup_key=f"stuck:{name}:{partition_key}:{attempts}",
+        title=f"{name} [{partition_key}] stopped after {attempts} failed attempts",
+        details={"asset": name, "partition": partition_key, "attempts": attempts},
+    )
+
+
+def build_log_driven_sensor(
+    assets: Mapping[str, LogDrivenAsset],
+    upstreams: Mapping[str, Sequence[str]],
+    max_attempts: int = 3,
+    minimum_interval_seconds: int = 30,
+):
+    keys = [AssetKey(name.split("/")) for name in sorted(assets)]
+
+    @sensor(
+        name="log_driven_sensor",
+        target=AssetSelection.assets(*keys),
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=DefaultSensorStatus.STOPPED,
+        description="Launches the earliest pending period of each log-driven asset (from the job log), in order.",
+    )
+    def log_driven_sensor(context: SensorEvaluationContext):
+        in_flight = set()
+        for run in context.instance.get_runs(filters=RunsFilter(statuses=IN_FLIGHT)):
+            if ASSET_TAG in run.tags:
+                in_flight.add(run.tags[ASSET_TAG])
+            for key in run.asset_selection or ():
+                in_flight.add(key.to_user_string())
+        requests, waiting = plan_requests(assets, upstreams, in_flight, max_attempts)
+        for line in waiting[:20]:
+            context.log.info(line)
+        if not requests:
+            return SkipReason("nothing pending is ready: " + ("; ".join(waiting[:5]) or "all periods done"))
+        return SensorResult(run_requests=requests)
+
+    return log_driven_sensor

@@ -1,0 +1,102 @@
+"""Ordered execution through Dagster: a range backfill stops at the first failure, a relaunch resumes there,
+and the log-driven sensor launches only the earliest pending period per asset."""
+
+from __future__ import annotations
+
+import pytest
+from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
+
+from sharp_dagster.settings import Settings
+
+DAYS = ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"]
+PRODUCT = AssetKey(["ods", "product"])
+
+
+@pytest.fixture(scope="module")
+def env(isolated, spark):
+    from sharp_dagster.definitions import defs
+    from sharp_dagster.logdriven import job_log
+
+    return defs, DagsterInstance.ephemeral(), job_log()
+
+
+def backfill(defs, instance, first, last, tags=None):
+    """What a single-run Dagster backfill of a partition range launches: one run over the range."""
+    return materialize(
+        list(defs.assets),
+        selection=[PRODUCT],
+        instance=instance,
+        resources=defs.resources,
+        tags={
+            "dagster/asset_partition_range_start": first,
+            "dagster/asset_partition_range_end": last,
+            **(tags or {}),
+        },
+        raise_on_error=False,
+    )
+
+
+def log_rows(jl, name="ods/product"):
+    return sorted(
+        ((r.partition_key, r.attempt, r.status, r.job_start_time) for r in jl.recent(name, limit=100))
+    )
+
+
+def test_backfill_stops_at_failure_and_resumes(env):
+    defs, instance, jl = env
+    day3 = Settings.from_env().sample_dir / "shop" / "changes" / "product" / "dt=2024-01-03"
+    hidden = day3.with_name(".hidden-day3")
+    day3.rename(hidden)  # the injected failure: day 3's source data is missing
+    try:
+        result = backfill(defs, instance, DAYS[0], DAYS[-1])
+    finally:
+        hidden.rename(day3)
+    assert not result.success
+    rows = log_rows(jl)
+    assert [(p, s) for p, _, s, _ in rows] == [
+        ("2024-01-01", "SUCCESS"),
+        ("2024-01-02", "SUCCESS"),
+        ("2024-01-03", "FAILURE"),
+    ], "partitions 4-5 never ran"
+    assert instance.get_materialized_partitions(PRODUCT) == {"2024-01-01", "2024-01-02"}
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    assert "source data missing" in failure.step_failure_data.error.message
+
+    # After the fix, launching the same backfill again resumes at the failed partition, in order.
+    again = backfill(defs, instance, DAYS[0], DAYS[-1])
+    assert again.success
+    rows = log_rows(jl)
+    assert [(p, a, s) for p, a, s, _ in rows] == [
+        ("2024-01-01", 1, "SUCCESS"),
+        ("2024-01-02", 1, "SUCCESS"),
+        ("2024-01-03", 1, "FAILURE"),
+        ("2024-01-03", 2, "SUCCESS"),
+        ("2024-01-04", 1, "SUCCESS"),
+        ("2024-01-05", 1, "SUCCESS"),
+    ]
+    second_run = [r for r in rows if r[1] == 2 or r[0] in ("2024-01-04", "2024-01-05")]
+    starts = [r[3] for r in sorted(second_run, key=lambda r: r[0])]
+    assert starts == sorted(starts), "3, 4, 5 ran in that order"
+    assert instance.get_materialized_partitions(PRODUCT) == set(DAYS), "job log and Dagster agree"
+
+
+def test_refresh_reruns_succeeded_partitions_in_order(env):
+    defs, instance, jl = env
+    result = backfill(defs, instance, DAYS[1], DAYS[2], tags={"sharp/refresh": "true"})
+    assert result.success
+    reruns = [r for r in log_rows(jl) if r[0] in ("2024-01-02", "2024-01-03") and r[2] == "SUCCESS"]
+    latest = {p: a for p, a, _, _ in reruns}
+    assert latest == {"2024-01-02": 2, "2024-01-03": 3}
+
+
+def test_sensor_launches_only_the_earliest_pending_period(env):
+    defs, instance, jl = env
+    sensor = defs.resolve_sensor_def("log_driven_sensor")
+    result = sensor(build_sensor_context(instance=instance))
+    requests = {tuple(r.asset_selection)[0].to_user_string(): r for r in result.run_requests}
+    # ods/product is done through 2024-01-05: its next period is 2024-01-06; the other ODS tables start at the
+    # beginning; DWD/ADS wait for their upstreams' periods.
+    assert requests["ods/product"].partition_key == "2024-01-06"
+    assert requests["ods/orders"].partition_key == "2024-01-01"
+    assert "dwd/order_detail" not in requests and "ads/gmv_by_category" not in requests
+    assert requests["ods/orders"].run_key == "ods/orders:2024-01-01:attempt-1"
