@@ -10,6 +10,7 @@ import sys
 COMMAND_MODULES = [
     "sharp_dagster.demo.cli",
     "sharp_dagster.joblog.cli",
+    "sharp_dagster.lineage.cli",
 ]
 
 

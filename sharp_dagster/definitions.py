@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
+from sharp_dagster.assets.lineage_meta import column_lineage, governance_check
 from sharp_dagster.assets.sql_assets import (
     build_sql_asset,
     external_asset_specs,
     log_driven_spec,
     set_prepare_hook,
 )
+from sharp_dagster.lineage.governance import check as governance_check_tables
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.resources.io_manager import SparkTableIOManager
 from sharp_dagster.resources.spark import SparkResource
@@ -50,10 +52,28 @@ DEPS = resolve(CATALOG)
 GRAINS = {t.qualified: t.grain for t in CATALOG.tables}
 STARTS = {t.qualified: t.start for t in CATALOG.tables}
 
+# Seed 004's governance rules over what each table reads; offenders get a warning check.
+VIOLATIONS: dict[str, list] = {}
+for _v in governance_check_tables({q: d.assets + d.externals for q, d in DEPS.items()}):
+    VIOLATIONS.setdefault(_v.table, []).append(_v)
+
 set_prepare_hook(_prepare_sources)
 sql_assets = [
-    build_sql_asset(t, DEPS[t.qualified].assets, DEPS[t.qualified].externals, GRAINS, STARTS)
+    build_sql_asset(
+        t,
+        DEPS[t.qualified].assets,
+        DEPS[t.qualified].externals,
+        GRAINS,
+        STARTS,
+        metadata={
+            "dagster/column_lineage": column_lineage(DEPS[t.qualified].lineage, t.qualified),
+            "governance": "; ".join(v.message for v in VIOLATIONS.get(t.qualified, [])) or "ok",
+        },
+    )
     for t in CATALOG.tables
+]
+governance_checks = [
+    governance_check(CATALOG.by_qualified()[q].asset_key_path, vs) for q, vs in sorted(VIOLATIONS.items())
 ]
 LOG_ASSETS = {t.asset_key_str: log_driven_spec(t, GRAINS, STARTS) for t in CATALOG.tables}
 UPSTREAMS = {t.asset_key_str: [u.replace(".", "/") for u in DEPS[t.qualified].assets] for t in CATALOG.tables}
@@ -69,6 +89,7 @@ warehouse_job = define_asset_job(
 spark = SparkResource()
 defs = Definitions(
     assets=[*source_assets, *sql_assets],
+    asset_checks=governance_checks,
     jobs=[warehouse_job],
     sensors=[build_log_driven_sensor(LOG_ASSETS, UPSTREAMS)],
     resources={"spark": spark, "warehouse_io_manager": SparkTableIOManager(spark=spark)},

@@ -95,7 +95,7 @@ def build_sql_asset(
         metadata={
             "sql_file": MetadataValue.path(str(table.path)),
             "dagster/table_name": table.qualified,
-            **(metadata or {}),
+            **{k: v for k, v in (metadata or {}).items() if v is not None},
         },
     )
     def _sql_asset(context, **inputs):  # no annotation: Dagster inspects it at runtime

@@ -1,55 +1,36 @@
 """Which tables each SQL table reads, and the cross-check against what it declares (`@deps`).
 
-The tables come from the parsed SQL (the lineage engine), so the asset graph is derived from the SQL and cannot
-drift from it: a table that is an asset becomes an upstream asset, any other table an external source. Where a
-file also declares its deps, the two must agree, or loading fails naming the table and the missing/extra tables.
+The tables come from the lineage engine's parse of the SQL (`sharp_dagster.lineage.project.project_lineage`), so
+the asset graph is derived from the SQL and cannot drift from it: a table that is an asset becomes an upstream
+asset, any other table an external source. Where a file also declares its deps, the two must agree, or loading
+fails naming the asset and the missing/extra tables. An unparsable file fails naming its path, line and column.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import ParseError
-
-from sharp_dagster.warehouse.catalog import SqlTable, WarehouseCatalog, WarehouseDefinitionError
+from sharp_dagster.lineage.parser import ScriptLineage
+from sharp_dagster.lineage.project import project_lineage
+from sharp_dagster.warehouse.catalog import WarehouseCatalog, WarehouseDefinitionError
 
 
 @dataclass(frozen=True)
 class TableDeps:
     assets: list[str]
     externals: list[str]
-
-
-def tables_read(table: SqlTable) -> list[str]:
-    try:
-        statements = sqlglot.parse(table.rendered, read="spark")
-    except ParseError as exc:
-        err = exc.errors[0] if exc.errors else {}
-        line, col = err.get("line", "?"), err.get("col", "?")
-        raise WarehouseDefinitionError(
-            f"{table.path}:{line}:{col}: SQL syntax error: {err.get('description', exc)}"
-        ) from exc
-    names: set[str] = set()
-    for stmt in statements:
-        if stmt is None:
-            continue
-        ctes = {c.alias_or_name.lower() for c in stmt.find_all(exp.CTE)}
-        for t in stmt.find_all(exp.Table):
-            if not t.name:
-                continue
-            name = f"{t.db}.{t.name}".lower() if t.db else t.name.lower()
-            if name not in ctes:
-                names.add(name)
-    return sorted(names)
+    lineage: ScriptLineage | None = field(default=None, compare=False)
 
 
 def resolve(catalog: WarehouseCatalog) -> dict[str, TableDeps]:
+    try:
+        lineage = project_lineage(catalog)
+    except ValueError as exc:  # the lineage engine names path:line:col
+        raise WarehouseDefinitionError(f"SQL syntax error: {exc}") from exc
     assets = catalog.by_qualified()
     result: dict[str, TableDeps] = {}
     for table in catalog.tables:
-        read = tables_read(table)
+        read = sorted(s for s in lineage[table.qualified].sources if s != table.qualified)
         if table.declared_deps is not None:
             missing = sorted(set(read) - set(table.declared_deps))
             extra = sorted(set(table.declared_deps) - set(read))
@@ -69,7 +50,8 @@ def resolve(catalog: WarehouseCatalog) -> dict[str, TableDeps]:
                 f"{table.path}:1: asset {table.asset_key_str}: tables must be named db.table, got {unqualified}"
             )
         result[table.qualified] = TableDeps(
-            assets=[r for r in read if r in assets and r != table.qualified],
+            assets=[r for r in read if r in assets],
             externals=[r for r in read if r not in assets],
+            lineage=lineage[table.qualified],
         )
     return result

@@ -1,0 +1,118 @@
+"""`sharp-dagster lineage ...`: parse a script's lineage, walk the project's lineage graph, check governance rules.
+
+- `lineage parse --dialect D` reads a SQL script on stdin and prints one JSON object (ScriptLineage.to_dict()).
+- `lineage graph TABLE --direction up|down|both [--depth N] [--columns]` prints the seed-003 JSON graph.
+- `lineage impact TABLE.COLUMN` prints the downstream columns (and dependent tables) a column change breaks.
+- `lineage check` lists governance violations; exit status 1 when there is any.
+
+graph / impact / check build the project graph from the warehouse catalog, loaded only when those commands run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from sharp_dagster.cli import CliError
+from sharp_dagster.lineage.parser import LineageParseError, parse_script
+
+
+def _load_catalog() -> Any:
+    from sharp_dagster.warehouse.catalog import load_catalog
+
+    return load_catalog()
+
+
+def _project_graph() -> Any:
+    from sharp_dagster.lineage.project import build_project_graph
+
+    try:
+        return build_project_graph(_load_catalog())
+    except ValueError as exc:
+        raise CliError(f"cannot build the lineage graph: {exc}") from exc
+
+
+def _cmd_parse(args: argparse.Namespace) -> int:
+    sql = sys.stdin.read()
+    schema = None
+    if args.schema:
+        try:
+            with open(args.schema, encoding="utf-8") as fh:
+                schema = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise CliError(f"cannot read schema file {args.schema}: {exc}") from exc
+    try:
+        result = parse_script(sql, dialect=args.dialect, schema=schema, default_target=args.default_target)
+    except LineageParseError as exc:
+        print(f"sharp-dagster lineage parse: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:  # unsupported dialect
+        raise CliError(str(exc)) from exc
+    print(json.dumps(result.to_dict(), ensure_ascii=False))
+    return 0
+
+
+def _cmd_graph(args: argparse.Namespace) -> int:
+    if args.depth is not None and args.depth < 0:
+        raise CliError(f"--depth must be 0 or more, not {args.depth}")
+    graph = _project_graph()
+    if args.table not in graph:
+        raise CliError(
+            f"unknown table {args.table!r}: not in the lineage graph (try layer/table or layer.table)"
+        )
+    result = graph.traverse(args.table, direction=args.direction, depth=args.depth, columns=args.columns)
+    print(json.dumps(result, ensure_ascii=False, indent=2))
+    return 0
+
+
+def _cmd_impact(args: argparse.Namespace) -> int:
+    table, _, column = args.column.rpartition(".")
+    if not table or not column:
+        raise CliError(f"expected TABLE.COLUMN such as ods.orders.total_amount, got {args.column!r}")
+    graph = _project_graph()
+    if table not in graph:
+        raise CliError(f"unknown table {table!r}: not in the lineage graph (try layer/table or layer.table)")
+    hits = graph.column_impact(table, column)
+    print(json.dumps([{"table": t, "column": c} for t, c in hits], ensure_ascii=False, indent=2))
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from sharp_dagster.lineage.governance import check
+
+    graph = _project_graph()
+    violations = check(graph)
+    for v in violations:
+        print(f"{v.rule}: {v.message}")
+    if violations:
+        print(f"{len(violations)} governance violation(s)", file=sys.stderr)
+        return 1
+    print(f"ok: {len(graph)} datasets, no governance violation")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    lineage = subparsers.add_parser("lineage", help="SQL lineage: parse scripts, walk the graph, check rules")
+    sub = lineage.add_subparsers(dest="lineage_command", required=True, metavar="SUBCOMMAND")
+
+    p = sub.add_parser("parse", help="lineage of a SQL script read on stdin, as one JSON object")
+    p.add_argument("--dialect", default="spark", help="spark (default), hive, ansi or mysql")
+    p.add_argument("--default-target", help="read a final bare SELECT as INSERT OVERWRITE into this table")
+    p.add_argument("--schema", help="JSON file {table: {column: type}} to expand SELECT *")
+    p.set_defaults(func=_cmd_parse)
+
+    p = sub.add_parser("graph", help="upstream / downstream lineage of a table, as JSON")
+    p.add_argument("table", help="ads/gmv_daily or ads.gmv_daily")
+    p.add_argument("--direction", choices=["up", "down", "both"], default="up")
+    p.add_argument("--depth", type=int, default=None, help="hops to follow (default: all)")
+    p.add_argument("--columns", action="store_true", help="add column-level edges")
+    p.set_defaults(func=_cmd_graph)
+
+    p = sub.add_parser("impact", help="what a change to TABLE.COLUMN breaks downstream")
+    p.add_argument("column", metavar="TABLE.COLUMN")
+    p.set_defaults(func=_cmd_impact)
+
+    p = sub.add_parser("check", help="governance rules (layering, naming); exit 1 on a violation")
+    p.set_defaults(func=_cmd_check)

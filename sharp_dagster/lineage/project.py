@@ -1,0 +1,132 @@
+"""The project's lineage graph, built from the warehouse catalog.
+
+This module owns the glue between `sharp_dagster.warehouse.catalog` and the lineage engine: every SQL table's
+rendered SELECT is parsed as `INSERT OVERWRITE <its table>`, in dependency order so that `SELECT *` over an upstream
+SQL table expands to that table's output columns; the catalog's non-SQL edges (the CDC path from MySQL through the
+raw binlog tables) are added; and the result is one `LineageGraph` with table, column and dataset-dependency edges.
+
+The catalog is only used through the attributes below, so any object with them works (the tests use a fake):
+`catalog.tables[i].{qualified, asset_key_str, rendered, path}`, `catalog.external_schemas`, `catalog.extra_edges`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sharp_dagster.lineage.graph import Dataset, LineageGraph, split_qualified
+from sharp_dagster.lineage.parser import LineageParseError, ScriptLineage, parse_script
+
+__all__ = ["build_project_graph", "project_lineage"]
+
+
+def _parse(table: Any, schema: Mapping[str, Mapping[str, str]]) -> ScriptLineage:
+    try:
+        return parse_script(table.rendered, dialect="spark", schema=schema, default_target=table.qualified)
+    except LineageParseError as exc:
+        raise ValueError(
+            f"{table.path}:{exc.line}:{exc.col}: SQL of {table.qualified}: {exc.message}"
+        ) from exc
+
+
+def _dependency_order(names: list[str], upstream: Mapping[str, set[str]]) -> list[str]:
+    """Kahn's order, ties by name; tables caught in a cycle come last, by name (their SELECT * stays unexpanded)."""
+    remaining = {n: set(upstream[n]) for n in names}
+    order: list[str] = []
+    ready = sorted(n for n, ups in remaining.items() if not ups)
+    while ready:
+        n = ready.pop(0)
+        order.append(n)
+        del remaining[n]
+        for m, ups in remaining.items():
+            if n in ups:
+                ups.discard(n)
+                if not ups:
+                    ready.append(m)
+        ready.sort()
+    return order + sorted(remaining)
+
+
+def project_lineage(catalog: Any) -> dict[str, ScriptLineage]:
+    """Lineage of every SQL table of the catalog, by qualified name, in dependency order."""
+    tables = {t.qualified: t for t in catalog.tables}
+    external: dict[str, Mapping[str, str]] = dict(catalog.external_schemas or {})
+    # First pass, table level only: which SQL tables each one reads, to parse upstream tables first.
+    first = {q: _parse(t, external) for q, t in tables.items()}
+    upstream = {q: {s for s in first[q].sources if s in tables and s != q} for q in tables}
+    schema: dict[str, Mapping[str, str]] = dict(external)
+    results: dict[str, ScriptLineage] = {}
+    for q in _dependency_order(sorted(tables), upstream):
+        # Reading no SQL table means the schema the first pass used was already complete.
+        result = first[q] if not upstream[q] else _parse(tables[q], schema)
+        results[q] = result
+        prefix = len(q) + 1
+        cols = [c.target[prefix:] for c in result.columns if c.target.startswith(q + ".")]
+        if cols and "*" not in cols:
+            schema[q] = {c: "" for c in cols}
+    return results
+
+
+def _split_column(ref: str) -> tuple[str, str]:
+    table, _, column = ref.rpartition(".")
+    return table, column
+
+
+def _asset_key_str(qualified: str) -> str:
+    platform, database, name = split_qualified(qualified)
+    return f"{database}/{name}" if database else name
+
+
+def build_project_graph(catalog: Any, results: Mapping[str, ScriptLineage] | None = None) -> LineageGraph:
+    """One LineageGraph for the whole project: SQL assets, the datasets they read, and the catalog's extra edges.
+
+    Vertices: each SQL table (kind 'asset', writer = its asset key); each target of an extra edge (a non-SQL asset,
+    e.g. a raw binlog table); every other table read (kind 'external'). Extra edges between tables whose schemas
+    are both known also get column edges between same-named columns (those paths copy rows as they are)."""
+    results = project_lineage(catalog) if results is None else results
+    tables = {t.qualified: t for t in catalog.tables}
+    datasets: dict[str, Dataset] = {}
+    for q, t in tables.items():
+        key = t.asset_key_str
+        datasets[q] = Dataset.from_qualified(q, kind="asset", writer={"name": key, "id": key})
+    extra = [(s, d) for s, d in (catalog.extra_edges or [])]
+    for _, dst in extra:
+        if dst not in datasets:
+            key = _asset_key_str(dst)
+            datasets[dst] = Dataset.from_qualified(dst, kind="asset", writer={"name": key, "id": key})
+
+    def ensure(name: str) -> None:
+        if name not in datasets:
+            datasets[name] = Dataset.from_qualified(name, kind="external")
+
+    edges: list[tuple[str, str]] = []
+    column_edges: list[tuple[tuple[str, str], tuple[str, str]]] = []
+    dependency_edges: list[tuple[tuple[str, str], str]] = []
+    for src, dst in extra:
+        ensure(src)
+        edges.append((datasets[src].urn, datasets[dst].urn))
+    schemas = catalog.external_schemas or {}
+    for src, dst in extra:
+        src_cols, dst_cols = schemas.get(src), schemas.get(dst)
+        if src_cols and dst_cols:
+            for c in src_cols:
+                if c in dst_cols:
+                    column_edges.append(((datasets[src].urn, c), (datasets[dst].urn, c)))
+    for result in results.values():
+        for target in result.targets:
+            ensure(target)
+            turn = datasets[target].urn
+            for s in result.target_sources.get(target, result.sources):
+                ensure(s)
+                edges.append((datasets[s].urn, turn))
+            for dep in result.target_dependencies.get(target, ()):
+                table, column = _split_column(dep)
+                ensure(table)
+                dependency_edges.append(((datasets[table].urn, column), turn))
+        for col in result.columns:
+            target, tcol = _split_column(col.target)
+            for s in col.sources:
+                table, scol = _split_column(s)
+                ensure(table)
+                column_edges.append(((datasets[table].urn, scol), (datasets[target].urn, tcol)))
+    return LineageGraph(datasets.values(), edges, column_edges, dependency_edges)

@@ -1,0 +1,125 @@
+"""The `lineage` CLI group: parse through sharp_dagster.cli.main, graph / impact / check on a fake catalog."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+
+import pytest
+
+import sharp_dagster.cli as project_cli
+from sharp_dagster.cli import CliError
+from sharp_dagster.lineage import cli as lineage_cli
+
+from .conftest import make_catalog
+
+
+def run_main(monkeypatch, argv: list[str], stdin: str = "") -> int:
+    if "sharp_dagster.lineage.cli" not in project_cli.COMMAND_MODULES:
+        monkeypatch.setattr(
+            project_cli, "COMMAND_MODULES", [*project_cli.COMMAND_MODULES, "sharp_dagster.lineage.cli"]
+        )
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    return project_cli.main(argv)
+
+
+def run_direct(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    lineage_cli.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+@pytest.fixture()
+def catalog(monkeypatch):
+    cat = make_catalog()
+    monkeypatch.setattr(lineage_cli, "_load_catalog", lambda: cat)
+    return cat
+
+
+def test_parse_prints_one_json_object(monkeypatch, capsys):
+    sql = "FROM ods.s s INSERT OVERWRITE TABLE dwd.a SELECT s.x WHERE s.k = 1 INSERT INTO TABLE dwd.b SELECT s.y"
+    assert run_main(monkeypatch, ["lineage", "parse", "--dialect", "hive"], sql) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out) == ["sources", "targets", "columns", "dataset_dependencies", "elapsed_ms"]
+    assert out["targets"] == ["dwd.a", "dwd.b"]
+    assert out["columns"] == [
+        {"target": "dwd.a.x", "sources": ["ods.s.x"]},
+        {"target": "dwd.b.y", "sources": ["ods.s.y"]},
+    ]
+
+
+def test_parse_with_default_target_and_schema(monkeypatch, capsys, tmp_path):
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"ods.s": {"a": "int", "b": "int"}}))
+    argv = ["lineage", "parse", "--default-target", "dwd.t", "--schema", str(schema)]
+    assert run_main(monkeypatch, argv, "SELECT * FROM ods.s") == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [c["target"] for c in out["columns"]] == ["dwd.t.a", "dwd.t.b"]
+
+
+def test_parse_error_exits_non_zero_with_line_and_column(monkeypatch, capsys):
+    code = run_main(monkeypatch, ["lineage", "parse"], "SELECT a\nFROM t WHERE (a > 1")
+    captured = capsys.readouterr()
+    assert code != 0 and captured.out == ""
+    assert "line 2, column 19: " in captured.err
+
+
+def test_parse_unknown_dialect_is_a_cli_error(monkeypatch, capsys):
+    assert run_main(monkeypatch, ["lineage", "parse", "--dialect", "oracle"], "SELECT 1") == 2
+    assert "unsupported SQL dialect 'oracle'" in capsys.readouterr().err
+
+
+def test_graph_up_with_columns(catalog, capsys):
+    assert run_direct(["lineage", "graph", "ads/gmv", "--direction", "up", "--depth", "1", "--columns"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["vertices"] == ["urn:sharp:dataset:spark:ads.gmv", "urn:sharp:dataset:spark:dwd.detail"]
+    assert out["edges"][0]["source"]["name"] == "detail" and out["edges"][0]["target"]["name"] == "gmv"
+    assert {
+        "source": {"id": "urn:sharp:dataset:spark:dwd.detail", "column": "amount"},
+        "target": {"id": "urn:sharp:dataset:spark:ads.gmv", "column": "gmv"},
+    } in out["column_edges"]
+
+
+def test_graph_down_by_dotted_name(catalog, capsys):
+    assert run_direct(["lineage", "graph", "ods.orders", "--direction", "down"]) == 0
+    names = [v.rsplit(":", 1)[1] for v in json.loads(capsys.readouterr().out)["vertices"]]
+    assert names == ["ods.orders", "dwd.detail", "ads.gmv"]
+
+
+def test_graph_unknown_table_and_bad_depth(catalog):
+    with pytest.raises(CliError, match="unknown table 'ads.nope'"):
+        run_direct(["lineage", "graph", "ads.nope"])
+    with pytest.raises(CliError, match="--depth"):
+        run_direct(["lineage", "graph", "ads.gmv", "--depth", "-2"])
+
+
+def test_impact(catalog, capsys):
+    assert run_direct(["lineage", "impact", "ods.orders.category"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"table": "dwd.detail", "column": "category"} in out
+    assert {"table": "ads.gmv", "column": "*"} in out  # grouped by category
+    with pytest.raises(CliError, match="TABLE.COLUMN"):
+        run_direct(["lineage", "impact", "orders"])
+    with pytest.raises(CliError, match="unknown table"):
+        run_direct(["lineage", "impact", "ods.nope.x"])
+
+
+def test_check_passes_then_fails_on_a_violation(monkeypatch, catalog, capsys):
+    assert run_direct(["lineage", "check"]) == 0
+    assert "no governance violation" in capsys.readouterr().out
+    bad = make_catalog(ads__gmv="SELECT category, SUM(amount) AS gmv FROM ods.orders GROUP BY category")
+    monkeypatch.setattr(lineage_cli, "_load_catalog", lambda: bad)
+    assert run_direct(["lineage", "check"]) == 1
+    captured = capsys.readouterr()
+    assert "layer: ads.gmv: an ads table reads an ods table ods.orders directly" in captured.out
+    assert "1 governance violation" in captured.err
+
+
+def test_broken_catalog_sql_is_a_cli_error(monkeypatch):
+    bad = make_catalog(dwd__detail="SELECT a FROM (")
+    monkeypatch.setattr(lineage_cli, "_load_catalog", lambda: bad)
+    with pytest.raises(CliError, match="dwd/detail.sql:1:"):
+        run_direct(["lineage", "check"])
