@@ -37,12 +37,18 @@ def test_every_sql_asset_has_group_description_partitions_and_lineage():
         assert node.partitions_def is not None
     detail = graph.get(AssetKey(["dwd", "order_detail"]))
     lineage = detail.metadata["dagster/column_lineage"]
-    deps = {c: {(d.asset_key.to_user_string(), d.column_name) for d in v} for c, v in lineage.deps_by_column.items()}
+    deps = {
+        c: {(d.asset_key.to_user_string(), d.column_name) for d in v}
+        for c, v in lineage.deps_by_column.items()
+    }
     assert deps["line_amount"] == {("ods/order_item", "quantity"), ("ods/order_item", "unit_price")}
     assert deps["category"] == {("ods/product", "category")}
     assert {k.to_user_string() for k in detail.parent_keys} == {"ods/orders", "ods/order_item", "ods/product"}
     ods = graph.get(AssetKey(["ods", "orders"]))
-    assert {k.to_user_string() for k in ods.parent_keys} == {"src_shop/orders_changes", "src_shop/orders_snapshot"}
+    assert {k.to_user_string() for k in ods.parent_keys} == {
+        "src_shop/orders_changes",
+        "src_shop/orders_snapshot",
+    }
 
 
 def test_validate_passes_on_the_project():
