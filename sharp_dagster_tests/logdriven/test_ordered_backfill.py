@@ -38,7 +38,7 @@ def backfill(defs, instance, first, last, tags=None):
 
 def log_rows(jl, name="ods/product"):
     return sorted(
-        ((r.partition_key, r.attempt, r.status, r.job_start_time) for r in jl.recent(name, limit=100))
+        (r.partition_key, r.attempt, r.status, r.job_start_time) for r in jl.recent(name, limit=100)
     )
 
 

@@ -1,0 +1,107 @@
+"""A run killed with SIGKILL mid-write: the partition keeps its old data, the job log shows RUNNING, a second
+run is refused while the heartbeat is fresh, and after the timeout the next run takes over and succeeds."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from dagster import AssetKey, DagsterInstance, materialize
+
+from sharp_dagster.settings import Settings
+
+KEY = AssetKey(["ods", "product"])
+DAY = "2024-01-01"
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from dagster import AssetKey, DagsterInstance, materialize
+    from sharp_dagster.spark.tables import TableStore
+
+    marker = Path(sys.argv[1])
+    original_publish = TableStore.publish
+
+    def slow_publish(self, staged):
+        marker.write_text(staged.path)  # the rows are staged; the swap has not happened yet
+        time.sleep(600)
+        original_publish(self, staged)
+
+    TableStore.publish = slow_publish
+    from sharp_dagster.definitions import defs
+    materialize(list(defs.assets), selection=[AssetKey(["ods", "product"])], partition_key="2024-01-01",
+                instance=DagsterInstance.ephemeral(), resources=defs.resources)
+    """
+)
+
+
+def run_product(defs, instance):
+    return materialize(
+        list(defs.assets),
+        selection=[KEY],
+        partition_key=DAY,
+        instance=instance,
+        resources=defs.resources,
+        raise_on_error=False,
+    )
+
+
+def partition_files(spark) -> dict[str, int]:
+    root = Path(Settings.from_env().warehouse_dir) / "ods.db" / "product" / f"dt={DAY}"
+    return {p.name: p.stat().st_size for p in root.iterdir()}
+
+
+def test_sigkill_mid_write_then_takeover(isolated, spark, tmp_path, monkeypatch):
+    from sharp_dagster.definitions import defs
+    from sharp_dagster.logdriven import job_log
+
+    instance = DagsterInstance.ephemeral()
+    assert run_product(defs, instance).success
+    before_files = partition_files(spark)
+    before_rows = sorted(tuple(r) for r in spark.table("ods.product").where(f"dt = '{DAY}'").collect())
+
+    marker = tmp_path / "staged"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(marker)], env=dict(os.environ), start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists():
+            assert child.poll() is None, "the child run ended before it staged its rows"
+            assert time.monotonic() < deadline, "the child never reached the write"
+            time.sleep(0.5)
+        jl = job_log()
+        holder = next(r for r in jl.running("ods/product"))
+        assert holder.partition_key == DAY and holder.attempt == 2
+
+        # While the killed-to-be run holds the period, a second run is refused naming the holder.
+        refused = run_product(defs, instance)
+        assert not refused.success
+        message = next(e for e in refused.all_events if e.is_step_failure).step_failure_data.error.message
+        assert "duplicate run refused" in message and holder.run_id in message
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=60)
+
+    # Killed mid-write: the old data is intact and the job log still says RUNNING.
+    assert partition_files(spark) == before_files
+    spark.catalog.refreshTable("ods.product")
+    assert (
+        sorted(tuple(r) for r in spark.table("ods.product").where(f"dt = '{DAY}'").collect()) == before_rows
+    )
+    assert [r.status for r in jl.recent("ods/product") if r.attempt == 2] == ["RUNNING"]
+
+    # After the heartbeat timeout the next run takes over and succeeds.
+    monkeypatch.setenv("SHARP_CLAIM_TIMEOUT_S", "3")
+    time.sleep(4)
+    assert run_product(defs, instance).success
+    by_attempt = {r.attempt: r for r in jl.recent("ods/product", limit=10) if r.partition_key == DAY}
+    assert by_attempt[2].status == "FAILURE" and "heartbeat lost" in by_attempt[2].error
+    assert by_attempt[3].status == "SUCCESS"
+    assert not list(jl.running("ods/product"))
