@@ -183,7 +183,7 @@ def _begin(context, table: SqlTable, log_asset: LogDrivenAsset, key: str, spark_
 def already_done(log_asset: LogDrivenAsset, key: str) -> bool:
     """Is this period's latest attempt SUCCESS in the job log? (A relaunched backfill resumes after it.)"""
     period = log_asset.spec.period_for_key(key)
-    latest = job_log_or_fail().latest_attempts(log_asset.job_name, [(period.range_start, period.range_end)])
+    latest = job_log_or_fail().latest_attempts(log_asset.job_name, starts=[period.range_start])
     attempt = latest.get(period.range_start)
     return attempt is not None and attempt.status == SUCCESS
 

@@ -408,6 +408,20 @@ class _Engine:
     def add_source(self, scope: _Scope, node: exp.Expression, rel: _Rel) -> None:
         t = type(node)
         norm = self.norm
+        if t is _Table and isinstance(node.this, exp.Func):
+            # A table-valued function (`range(1000)`, `explode(array(...))`): it yields rows but reads no table;
+            # columns of its arguments are dependencies of whatever selects from it.
+            fn = _Rel()
+            fn.synthetic = True
+            self.walk(node.this, scope, rel.deps, rel.deps, None)
+            alias = node.args.get("alias")
+            for c in alias.columns if alias is not None else ():
+                fn.add(norm(c.name), set())
+            name = norm(alias.name) if alias is not None and alias.name else f"_fn{len(scope.sources)}"
+            scope.sources[name] = fn
+            for j in node.args.get("joins") or ():
+                self.join(scope, j, rel)
+            return
         if t is _Table:
             name = self.table_name(node)
             alias = node.args.get("alias")

@@ -74,7 +74,7 @@ def plan_requests(
             continue
         attempts = 0
         if head.last_status is not None:
-            latest = jl.latest_attempts(name, [(head.range_start, head.range_end)])
+            latest = jl.latest_attempts(name, starts=[head.range_start])
             attempts = latest[head.range_start].attempt if head.range_start in latest else 0
         if head.last_status == FAILURE and attempts >= max_attempts:
             waiting.append(

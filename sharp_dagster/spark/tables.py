@@ -23,7 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VALUE = re.compile(r"^[A-Za-z0-9_\-:. ]+$")
@@ -63,6 +64,7 @@ class StagedPartition:
     values: tuple[tuple[str, str], ...]
     path: str
     row_count: int
+    columns: tuple[str, ...] = ()
 
     @property
     def values_dict(self) -> dict[str, str]:
@@ -143,15 +145,19 @@ class TableStore:
         drop = [c for c in ref.partition_cols if c in df.columns]
         data = df.drop(*drop) if drop else df
         path = f"{self.table_path(ref)}/_staging/{uuid.uuid4().hex}"
-        data.write.mode("error").parquet(self._uri(path))
-        row_count = self.spark.read.parquet(self._uri(path)).count()
+        # Count the rows while they are written (one Spark job, not a second read of the files).
+        observation = Observation(f"rows_{uuid.uuid4().hex[:8]}")
+        data.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("error").parquet(
+            self._uri(path)
+        )
+        row_count = int(observation.get["rows"])
         ordered = tuple((c, str(values[c])) for c in ref.partition_cols)
-        return StagedPartition(ref=ref, values=ordered, path=path, row_count=row_count)
+        return StagedPartition(
+            ref=ref, values=ordered, path=path, row_count=row_count, columns=tuple(data.columns)
+        )
 
     def read_staged(self, staged: StagedPartition) -> DataFrame:
         """The staged rows with the partition columns added back, as readers will see them once published."""
-        from pyspark.sql import functions as F
-
         df = self.spark.read.parquet(self._uri(staged.path))
         for col, value in staged.values:
             df = df.withColumn(col, F.lit(value))
@@ -176,7 +182,12 @@ class TableStore:
             raise OSError(f"could not publish staged data {staged.path} as {target}")
         if moved_old:
             self._fs.delete(self._p(trash), True)
-        self.register(ref, refresh=True)
+        known = self._registered.get(ref.qualified)
+        if known is not None and set(staged.columns) <= set(known):
+            self.spark.catalog.refreshTable(ref.qualified)  # same columns: only the file listing changed
+        else:
+            self._registered.pop(ref.qualified, None)  # new columns: merge the schema again
+            self.register(ref)
 
     def discard(self, staged: StagedPartition) -> None:
         self._fs.delete(self._p(staged.path), True)
@@ -211,11 +222,20 @@ class TableStore:
 
     # ---------------------------------------------------------------- reading
     def register(self, ref: TableRef, refresh: bool = False) -> bool:
-        """Make `database.table` resolvable in SQL; return False when the table has no data yet."""
-        if not self.list_partitions(ref):
-            return False
+        """Make `database.table` resolvable in SQL; return False when the table has no data yet.
+
+        A table registered by this store is only refreshed (its file listing); the full schema is merged when the
+        table is first registered and when a write of this store brings new columns (`publish`).
+        """
         spark = self.spark
         key = ref.qualified
+        if key in self._registered and not refresh:
+            return True
+        if key in self._registered and refresh:
+            spark.catalog.refreshTable(key)
+            return True
+        if not self.list_partitions(ref):
+            return False
         spark.sql(
             f"CREATE DATABASE IF NOT EXISTS `{ref.database}` LOCATION '{self.warehouse_dir}/{ref.database}.db'"
         )
@@ -247,8 +267,6 @@ class TableStore:
             who = f" needed by {needed_by}" if needed_by else ""
             raise MissingPartitionError(f"upstream partition not written{who}: {labels}{more}")
         self.register(ref, refresh=True)
-        from pyspark.sql import functions as F
-
         df = self.spark.table(ref.qualified)
         if not wanted:
             return df.limit(0)

@@ -221,3 +221,16 @@ def test_module_docstring_example_holds():
 
     failures, tried = doctest.testmod(parser)
     assert tried >= 2 and failures == 0
+
+
+@pytest.mark.parametrize("dialect", ["spark", "hive"])
+def test_table_valued_function_reads_no_table(dialect):
+    r, cols = run("INSERT OVERWRITE TABLE ods.t SELECT id, id * 2 AS doubled FROM range(1000)", dialect)
+    assert r.sources == []
+    assert cols == {"ods.t.id": [], "ods.t.doubled": []}
+    r, cols = run(
+        "INSERT INTO ods.t SELECT r.id, o.x FROM range(10) AS r JOIN db.o AS o ON o.id = r.id", dialect
+    )
+    assert r.sources == ["db.o"]
+    assert cols["ods.t.x"] == ["db.o.x"]
+    assert r.dataset_dependencies == ["db.o.id"]

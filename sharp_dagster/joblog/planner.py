@@ -1,0 +1,405 @@
+"""Log-driven planning of time-window assets: which periods are due, in which order, and whether a run may go.
+
+A period is done when its *latest* attempt is SUCCESS (or SKIPPED). The pending queue of an asset is every fully
+elapsed period from the asset's start whose latest attempt is FAILURE or that never ran, oldest first; periods
+RUNNING right now are left out. Runs must go in order: `check_ordered` refuses a partition while an earlier one
+is not done (Sharp ETL's "retry the failed period first").
+
+Cost does not grow with history: the store keeps, per asset, the spans of consecutive done periods, so only the
+gaps between spans are enumerated and only the job_log rows inside gaps are read.
+
+Times are naive UTC; partition keys match Dagster's daily ('2024-01-01') and hourly ('2024-01-01-05:00')
+partitions of a UTC partitions definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+
+from sharp_dagster.joblog.models import DONE_STATUSES, RUNNING, TIMEWINDOW
+from sharp_dagster.joblog.store import Attempt, JobLog, utcnow
+
+WINDOW_FORMAT = "%Y%m%d%H%M%S"
+GRAINS: dict[str, timedelta] = {"daily": timedelta(days=1), "hourly": timedelta(hours=1)}
+_KEY_FORMATS = {"daily": "%Y-%m-%d", "hourly": "%Y-%m-%d-%H:%M"}
+
+
+def format_window_bound(ts: datetime) -> str:
+    """A time-window bound as stored in job_log: fixed-width 'yyyyMMddHHmmss' (UTC)."""
+    ts = _naive_utc(ts)
+    # Hand-formatted: the planner formats thousands of bounds per call and strftime is several times slower.
+    return f"{ts.year:04d}{ts.month:02d}{ts.day:02d}{ts.hour:02d}{ts.minute:02d}{ts.second:02d}"
+
+
+def parse_window_bound(text: str) -> datetime:
+    try:
+        if len(text) != 14 or not text.isdigit():
+            raise ValueError
+        return datetime(
+            int(text[0:4]),
+            int(text[4:6]),
+            int(text[6:8]),
+            int(text[8:10]),
+            int(text[10:12]),
+            int(text[12:14]),
+        )
+    except ValueError:
+        raise ValueError(f"not a time-window bound (yyyyMMddHHmmss): {text!r}") from None
+
+
+def _naive_utc(ts: datetime) -> datetime:
+    if ts.tzinfo is not None:
+        ts = ts.astimezone(UTC).replace(tzinfo=None)
+    return ts
+
+
+class OutOfOrder(RuntimeError):
+    """An earlier partition of the asset is not done, so this one may not run yet."""
+
+    def __init__(self, message: str, *, blocking: Period):
+        super().__init__(message)
+        self.blocking = blocking
+
+
+@dataclass(frozen=True, order=True)
+class Period:
+    """One time window [start, end) of an asset; `last_*` describe its latest attempt (None: never run)."""
+
+    start: datetime
+    end: datetime
+    grain: str = field(compare=False)
+    last_status: str | None = field(default=None, compare=False)
+    last_run_id: str | None = field(default=None, compare=False)
+    last_job_id: str | None = field(default=None, compare=False)
+
+    incremental_type = TIMEWINDOW
+
+    @property
+    def partition_key(self) -> str:
+        return self.start.strftime(_KEY_FORMATS[self.grain])
+
+    @property
+    def range_start(self) -> str:
+        return format_window_bound(self.start)
+
+    @property
+    def range_end(self) -> str:
+        return format_window_bound(self.end)
+
+    @property
+    def period_minutes(self) -> int:
+        return int((self.end - self.start).total_seconds() // 60)
+
+    def describe(self) -> str:
+        """'2024-01-03 (FAILURE, run abc)' or '2024-01-03 (never run)'."""
+        if self.last_status is None:
+            return f"{self.partition_key} (never run)"
+        if self.last_run_id is None:
+            return f"{self.partition_key} ({self.last_status})"
+        return f"{self.partition_key} ({self.last_status}, run {self.last_run_id})"
+
+    def with_attempt(self, attempt: Attempt | None) -> Period:
+        if attempt is None:
+            return self
+        return Period(
+            self.start,
+            self.end,
+            self.grain,
+            attempt.status,
+            attempt.run_id,
+            attempt.job_id,
+        )
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {
+            "partition_key": self.partition_key,
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "status": self.last_status,
+            "run_id": self.last_run_id,
+            "job_id": self.last_job_id,
+        }
+
+
+@dataclass(frozen=True)
+class PeriodSpec:
+    """The periods of an asset: `grain` 'daily' | 'hourly' from `start`, up to `end` (exclusive) if given."""
+
+    grain: str
+    start: datetime
+    end: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.grain not in GRAINS:
+            raise ValueError(f"PeriodSpec grain must be one of {sorted(GRAINS)}, got {self.grain!r}")
+        start = _as_datetime(self.start)
+        object.__setattr__(self, "start", start)
+        if start != self.floor(start):
+            raise ValueError(f"PeriodSpec start {start} is not on a {self.grain} boundary")
+        if self.end is not None:
+            end = _as_datetime(self.end)
+            object.__setattr__(self, "end", end)
+            if end <= start:
+                raise ValueError(f"PeriodSpec end {end} is not after its start {start}")
+
+    @property
+    def step(self) -> timedelta:
+        return GRAINS[self.grain]
+
+    @property
+    def period_minutes(self) -> int:
+        return int(self.step.total_seconds() // 60)
+
+    def floor(self, ts: datetime) -> datetime:
+        ts = _naive_utc(ts)
+        if self.grain == "daily":
+            return ts.replace(hour=0, minute=0, second=0, microsecond=0)
+        return ts.replace(minute=0, second=0, microsecond=0)
+
+    def ceil(self, ts: datetime) -> datetime:
+        floor = self.floor(ts)
+        return floor if floor == _naive_utc(ts) else floor + self.step
+
+    def period_at(self, ts: datetime) -> Period:
+        start = self.floor(ts)
+        return Period(start, start + self.step, self.grain)
+
+    def period_for_key(self, partition_key: str) -> Period:
+        """The period of a Dagster partition key ('2024-01-01' / '2024-01-01-05:00')."""
+        try:
+            start = datetime.strptime(partition_key, _KEY_FORMATS[self.grain])
+        except ValueError:
+            example = "2024-01-01" if self.grain == "daily" else "2024-01-01-05:00"
+            raise ValueError(
+                f"{partition_key!r} is not a {self.grain} partition key (expected e.g. {example!r})"
+            ) from None
+        self._check_inside(start)
+        return Period(start, start + self.step, self.grain)
+
+    def _check_inside(self, start: datetime) -> None:
+        if start < self.start:
+            raise ValueError(
+                f"partition {start:%Y-%m-%d %H:%M} is before the asset's start {self.start:%Y-%m-%d %H:%M}"
+            )
+        if self.end is not None and start + self.step > self.end:
+            raise ValueError(
+                f"partition {start:%Y-%m-%d %H:%M} is after the asset's end {self.end:%Y-%m-%d %H:%M}"
+            )
+
+    def elapsed_end(self, now: datetime) -> datetime:
+        """End of the last fully elapsed period (bounded by the spec's end)."""
+        hi = self.floor(now)
+        if self.end is not None and self.end < hi:
+            hi = self.floor(self.end)
+        return hi
+
+    def periods(self, lo: datetime, hi: datetime) -> Iterator[Period]:
+        """Periods of the spec lying inside [lo, hi), clipped to the spec's own range."""
+        start = max(self.ceil(lo), self.start)
+        end = hi if self.end is None else min(hi, self.end)
+        step = self.step
+        while start + step <= end:
+            yield Period(start, start + step, self.grain)
+            start += step
+
+
+def _as_datetime(value: datetime | date) -> datetime:
+    if isinstance(value, datetime):
+        return _naive_utc(value)
+    return datetime(value.year, value.month, value.day)
+
+
+# Stretches longer than this are read as one range scan instead of a list of period starts.
+_LIST_LIMIT = 2000
+
+
+def _periods_in_gaps(
+    job_log: JobLog, job_name: str, spec: PeriodSpec, lo: datetime, hi: datetime
+) -> Iterator[Period]:
+    """Periods in [lo, hi) not covered by a success span, each with its latest attempt, oldest first."""
+    with job_log.reading() as conn:  # one connection: round trips dominate the cost on a server database
+        gaps = job_log.uncovered(job_name, format_window_bound(lo), format_window_bound(hi), conn)
+        if not gaps:
+            return
+        periods: list[Period] = []
+        starts: list[str] = []
+        ranges: list[tuple[str, str]] = []
+        for a, b in _whole_periods(gaps, spec, lo, hi):
+            window = list(spec.periods(a, b))
+            periods.extend(window)
+            if len(window) > _LIST_LIMIT:
+                ranges.append((format_window_bound(a), format_window_bound(b)))
+            else:
+                starts.extend(p.range_start for p in window)
+        latest = job_log.latest_attempts(job_name, starts, ranges, conn)
+    for period in periods:
+        yield period.with_attempt(latest.get(period.range_start))
+
+
+def _whole_periods(
+    gaps: list[tuple[str, str]], spec: PeriodSpec, lo: datetime, hi: datetime
+) -> list[tuple[datetime, datetime]]:
+    """Gaps widened to whole periods (a period is checked when any part of it lies in a gap), merged."""
+    windows: list[tuple[datetime, datetime]] = []
+    for a, b in gaps:
+        ga = max(spec.floor(parse_window_bound(a)), lo)
+        gb = min(spec.ceil(parse_window_bound(b)), hi)
+        if windows and ga <= windows[-1][1]:
+            windows[-1] = (windows[-1][0], max(windows[-1][1], gb))
+        elif ga < gb:
+            windows.append((ga, gb))
+    return windows
+
+
+def pending_queue(
+    job_log: JobLog, job_name: str, spec: PeriodSpec, now: datetime | None = None
+) -> list[Period]:
+    """Failed and never-run periods from the asset's start, oldest first; only fully elapsed periods, RUNNING
+    periods excluded. Each has `last_status` / `last_run_id` of its latest attempt (None: never run)."""
+    hi = spec.elapsed_end(utcnow() if now is None else _naive_utc(now))
+    if hi <= spec.start:
+        return []
+    return [
+        p
+        for p in _periods_in_gaps(job_log, job_name, spec, spec.start, hi)
+        if p.last_status not in DONE_STATUSES and p.last_status != RUNNING
+    ]
+
+
+def first_not_done(job_log: JobLog, job_name: str, spec: PeriodSpec, before: datetime) -> Period | None:
+    """The earliest period before `before` whose latest attempt is not done (running, failed or never run)."""
+    for period in _periods_in_gaps(job_log, job_name, spec, spec.start, before):
+        if period.last_status not in DONE_STATUSES:
+            return period
+    return None
+
+
+def check_ordered(job_log: JobLog, job_name: str, spec: PeriodSpec, partition_key: str) -> None:
+    """Raise `OutOfOrder` when a partition earlier than `partition_key` is not done, naming the earliest one."""
+    target = spec.period_for_key(partition_key)
+    blocking = first_not_done(job_log, job_name, spec, target.start)
+    if blocking is not None:
+        raise OutOfOrder(
+            f"{job_name} partition {partition_key} cannot run before the earlier partition "
+            f"{blocking.describe()} is done",
+            blocking=blocking,
+        )
+
+
+def _parse_bound(value: str | date | datetime, spec: PeriodSpec, *, upper: bool) -> datetime:
+    """A --from / --to value: a date, a partition key or a datetime; an upper date includes its whole day."""
+    if isinstance(value, datetime):
+        ts = _naive_utc(value)
+        return spec.floor(ts) + spec.step if upper else spec.floor(ts)
+    if isinstance(value, date):
+        day = datetime(value.year, value.month, value.day)
+        return day + timedelta(days=1) if upper else day
+    text = value.strip()
+    for fmt, whole_day in (("%Y-%m-%d", True), ("%Y-%m-%d-%H:%M", False), ("%Y-%m-%dT%H:%M", False)):
+        try:
+            ts = datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+        if whole_day:
+            return ts + timedelta(days=1) if upper else ts
+        return spec.floor(ts) + spec.step if upper else spec.floor(ts)
+    raise ValueError(f"{text!r} is not a date (YYYY-MM-DD) or an hourly partition key (YYYY-MM-DD-HH:MM)")
+
+
+def refresh_periods(
+    spec: PeriodSpec,
+    from_: str | date | datetime,
+    to: str | date | datetime,
+    now: datetime | None = None,
+) -> list[Period]:
+    """The periods of an explicit re-run from `from_` through `to` (both inclusive), oldest first.
+
+    A date as `to` includes that whole day (all its hours for an hourly asset). Periods must lie inside the
+    asset's range and be fully elapsed.
+    """
+    lo = _parse_bound(from_, spec, upper=False)
+    hi = _parse_bound(to, spec, upper=True)
+    if hi <= lo:
+        raise ValueError(f"empty range: {from_} .. {to}")
+    if lo < spec.start:
+        raise ValueError(f"{from_} is before the asset's start {spec.start:%Y-%m-%d %H:%M}")
+    elapsed = spec.elapsed_end(utcnow() if now is None else _naive_utc(now))
+    if hi > elapsed:
+        raise ValueError(
+            f"{to} is not fully elapsed yet (the last complete period ends {elapsed:%Y-%m-%d %H:%M} UTC)"
+        )
+    periods = list(spec.periods(lo, hi))
+    if not periods:
+        raise ValueError(f"no {spec.grain} period lies within {from_} .. {to}")
+    return periods
+
+
+@dataclass(frozen=True)
+class UpstreamCheck:
+    """Result of `check_upstream_done`: ok when every upstream period in the window is done."""
+
+    upstream: str
+    window_start: datetime
+    window_end: datetime
+    expected: int
+    missing: tuple[Period, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing
+
+    def describe(self) -> str:
+        head = f"{self.upstream} [{self.window_start:%Y-%m-%d %H:%M}, {self.window_end:%Y-%m-%d %H:%M})"
+        if self.ok:
+            return f"{head}: all {self.expected} periods done"
+        shown = ", ".join(p.describe() for p in self.missing[:10])
+        more = f" and {len(self.missing) - 10} more" if len(self.missing) > 10 else ""
+        return f"{head}: {len(self.missing)} of {self.expected} periods not done: {shown}{more}"
+
+
+def check_upstream_done(
+    job_log: JobLog,
+    upstream_name: str,
+    upstream_spec: PeriodSpec,
+    window_start: datetime,
+    window_end: datetime,
+) -> UpstreamCheck:
+    """Cross-frequency dependency: are all periods of the upstream inside [window_start, window_end) done?
+
+    E.g. a daily asset checks the 24 hours of its day on an hourly upstream. Upstream periods that do not exist
+    (before the upstream's start or after its end) count as missing: the dependency cannot be met.
+    """
+    lo, hi = _naive_utc(window_start), _naive_utc(window_end)
+    if hi <= lo:
+        raise ValueError(f"empty window [{lo}, {hi})")
+    step = upstream_spec.step
+    cursor = upstream_spec.floor(lo)
+    outside: list[Period] = []
+    while cursor < hi:
+        inside_spec = cursor >= upstream_spec.start and (
+            upstream_spec.end is None or cursor + step <= upstream_spec.end
+        )
+        if not inside_spec:
+            outside.append(
+                Period(cursor, cursor + step, upstream_spec.grain, last_status="outside the upstream's range")
+            )
+        cursor += step
+    expected = len(outside) + sum(
+        1 for _ in upstream_spec.periods(upstream_spec.floor(lo), upstream_spec.ceil(hi))
+    )
+    missing = [
+        p
+        for p in _periods_in_gaps(
+            job_log, upstream_name, upstream_spec, upstream_spec.floor(lo), upstream_spec.ceil(hi)
+        )
+        if p.last_status not in DONE_STATUSES
+    ]
+    return UpstreamCheck(
+        upstream=upstream_name,
+        window_start=lo,
+        window_end=hi,
+        expected=expected,
+        missing=tuple(sorted(outside + missing)),
+    )

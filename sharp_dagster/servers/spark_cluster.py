@@ -1,0 +1,259 @@
+"""A Spark standalone cluster on this machine: one master and one worker from the pyspark install.
+
+Both run through `$SPARK_HOME/bin/spark-class` (SPARK_HOME = the pyspark package folder) on free loopback ports,
+each in a session of its own, with logs and the worker's work folder in a temp folder (never inside the pyspark
+package). The cluster is ready when the master's web UI JSON (`/json`) lists the worker as ALIVE. Stopping sends
+SIGTERM to each by its own pid (the worker first: its shutdown kills its executors), then SIGKILL to what is left of
+its process group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from sharp_dagster.servers.ports import free_port, wait_for_port
+
+
+def pyspark_home() -> Path:
+    """The pyspark package folder, which carries `bin/spark-class` and `jars/`."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def _stop(process: subprocess.Popen, grace_seconds: float) -> None:
+    pgid = process.pid
+    if process.poll() is None:
+        try:
+            os.kill(process.pid, signal.SIGTERM)
+            process.wait(timeout=grace_seconds)
+        except (subprocess.TimeoutExpired, ProcessLookupError):
+            pass
+    try:
+        os.killpg(pgid, signal.SIGKILL)  # executors or a JVM that ignored SIGTERM
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        pass
+
+
+class SparkStandaloneCluster:
+    """`with SparkStandaloneCluster() as cluster:`; sessions connect to `cluster.master_url`.
+
+    `cores` and `memory` are what the one worker offers to executors; `daemon_memory` is the heap of the master and
+    worker JVMs themselves.
+    """
+
+    def __init__(
+        self,
+        base_dir: str | Path | None = None,
+        cores: int = 1,
+        memory: str = "1g",
+        host: str = "127.0.0.1",
+        daemon_memory: str = "256m",
+        spark_home: str | Path | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        startup_timeout: float = 90.0,
+    ):
+        self._own_dir = base_dir is None
+        self.base_dir = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="sharp_spark_cluster_"))
+        self.cores = cores
+        self.memory = memory
+        self.host = host
+        self.daemon_memory = daemon_memory
+        self.spark_home = Path(spark_home) if spark_home else pyspark_home()
+        self.extra_env = dict(extra_env or {})
+        self.startup_timeout = startup_timeout
+        self.master_port = free_port(host)
+        self.master_webui_port = free_port(host)
+        self.worker_port = free_port(host)
+        self.worker_webui_port = free_port(host)
+        self.master: subprocess.Popen | None = None
+        self.worker: subprocess.Popen | None = None
+
+    # ------------------------------------------------------------------ addresses
+    @property
+    def master_url(self) -> str:
+        return f"spark://{self.host}:{self.master_port}"
+
+    @property
+    def webui_url(self) -> str:
+        return f"http://{self.host}:{self.master_webui_port}"
+
+    @property
+    def master_log(self) -> Path:
+        return self.base_dir / "master.log"
+
+    @property
+    def worker_log(self) -> Path:
+        return self.base_dir / "worker.log"
+
+    @property
+    def pids(self) -> dict[str, int | None]:
+        return {
+            "master": self.master.pid if self.master else None,
+            "worker": self.worker.pid if self.worker else None,
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                "SPARK_HOME": str(self.spark_home),
+                "SPARK_DAEMON_MEMORY": self.daemon_memory,
+                "SPARK_LOG_DIR": str(self.base_dir / "logs"),
+                "SPARK_LOCAL_DIRS": str(self.base_dir / "local"),
+                # No conf/ of the machine's Spark (if any) leaks into this cluster.
+                "SPARK_CONF_DIR": str(self.base_dir / "conf"),
+                "SPARK_LOCAL_IP": self.host,
+            }
+        )
+        env.update(self.extra_env)
+        return env
+
+    def _spawn(self, cls: str, args: list[str], log_path: Path) -> subprocess.Popen:
+        spark_class = self.spark_home / "bin" / "spark-class"
+        if not spark_class.exists():
+            raise FileNotFoundError(f"spark-class not found under SPARK_HOME {self.spark_home}")
+        log = open(log_path, "ab")
+        try:
+            return subprocess.Popen(
+                [str(spark_class), cls, *args],
+                env=self._env(),
+                cwd=self.base_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+
+    def start(self) -> SparkStandaloneCluster:
+        for sub in ("logs", "local", "conf", "work"):
+            (self.base_dir / sub).mkdir(parents=True, exist_ok=True)
+        try:
+            self.master = self._spawn(
+                "org.apache.spark.deploy.master.Master",
+                [
+                    "--host",
+                    self.host,
+                    "--port",
+                    str(self.master_port),
+                    "--webui-port",
+                    str(self.master_webui_port),
+                ],
+                self.master_log,
+            )
+            self._wait_port(self.master_port, self.master, self.master_log)
+            self._wait_port(self.master_webui_port, self.master, self.master_log)
+            self.worker = self._spawn(
+                "org.apache.spark.deploy.worker.Worker",
+                [
+                    self.master_url,
+                    "--host", self.host,
+                    "--port", str(self.worker_port),
+                    "--webui-port", str(self.worker_webui_port),
+                    "--cores", str(self.cores),
+                    "--memory", self.memory,
+                    "--work-dir", str(self.base_dir / "work"),
+                ],
+                self.worker_log,
+            )  # fmt: skip
+            self._wait_worker()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_port(self, port: int, process: subprocess.Popen, log: Path) -> None:
+        try:
+            wait_for_port(port, self.host, timeout=self.startup_timeout, process=process)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"Spark daemon (pid {process.pid}): {exc}\n{self._tail(log)}") from exc
+
+    def _wait_worker(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.worker is not None and self.worker.poll() is not None:
+                raise RuntimeError(
+                    f"Spark worker (pid {self.worker.pid}) exited with {self.worker.returncode}:\n"
+                    f"{self._tail(self.worker_log)}"
+                )
+            try:
+                if self.alive_workers() >= 1:
+                    return
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(
+            f"no worker registered with {self.master_url} in {self.startup_timeout:.0f}s:\n"
+            f"{self._tail(self.worker_log)}"
+        )
+
+    def stop(self) -> None:
+        """Stop the worker, then the master, each by its own pid."""
+        for name in ("worker", "master"):
+            process = getattr(self, name)
+            if process is not None:
+                _stop(process, grace_seconds=15)
+                setattr(self, name, None)
+
+    def cleanup(self) -> None:
+        """Stop and delete the folder when this object created it."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def __enter__(self) -> SparkStandaloneCluster:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.cleanup()
+
+    # ------------------------------------------------------------------ status
+    def status(self) -> dict[str, Any]:
+        """The master's state as its web UI serves it at `/json` (workers, activeapps, completedapps, ...)."""
+        with urllib.request.urlopen(f"{self.webui_url}/json", timeout=5) as resp:
+            return json.loads(resp.read().decode("utf-8"))
+
+    def alive_workers(self) -> int:
+        state = self.status()
+        if "aliveworkers" in state:
+            return int(state["aliveworkers"])
+        return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+
+    def applications(self) -> list[dict[str, Any]]:
+        """Every application the master knows, running or finished."""
+        state = self.status()
+        return [*state.get("activeapps", []), *state.get("completedapps", [])]
+
+    def logs(self, chars: int = 3000) -> str:
+        return f"--- master\n{self._tail(self.master_log, chars)}\n--- worker\n{self._tail(self.worker_log, chars)}"
+
+    @staticmethod
+    def _tail(path: Path, chars: int = 3000) -> str:
+        try:
+            return path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return f"(no log at {path})"
+
+    def __repr__(self) -> str:
+        return f"SparkStandaloneCluster({self.master_url}, ui={self.webui_url}, pids={self.pids})"

@@ -1,0 +1,1 @@
+"""A Spark standalone cluster (master + worker) running the warehouse assets through Dagster."""

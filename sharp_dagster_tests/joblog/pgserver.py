@@ -1,0 +1,163 @@
+"""A private PostgreSQL server for tests and benchmarks: initdb in a temp dir, a free loopback port, stop by pid.
+
+PostgreSQL refuses to run as root, so under root the cluster is created and run as the `postgres` user
+(`subprocess.Popen(user=...)`, which makes the server itself the child whose pid we hold).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+PG_BIN_DIRS = ("/usr/local/bin", "/usr/lib/postgresql/15/bin")
+
+
+def find_pg_bin(name: str) -> str | None:
+    for folder in PG_BIN_DIRS:
+        path = Path(folder) / name
+        if path.exists():
+            return str(path)
+    return shutil.which(name)
+
+
+def unavailable_reason() -> str | None:
+    """Why a private server cannot be started here, or None when it can."""
+    if find_pg_bin("initdb") is None or find_pg_bin("postgres") is None:
+        return "PostgreSQL's initdb/postgres not found in /usr/local/bin or PATH"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root and there is no 'postgres' user to run the server as"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PostgresServer:
+    """`start()` → running server; `create_database()` → a fresh database URL; `stop()` ends it by its pid."""
+
+    def __init__(self, base_dir: Path | None = None):
+        self.base = Path(base_dir or tempfile.mkdtemp(prefix="sharp_pg_"))
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+        self._user_kwargs: dict = {}
+
+    def _run_as(self) -> dict:
+        if os.geteuid() != 0:
+            return {}
+        entry = pwd.getpwnam("postgres")
+        os.chown(self.base, entry.pw_uid, entry.pw_gid)
+        return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+    def start(self, timeout_s: float = 30.0) -> PostgresServer:
+        self._user_kwargs = self._run_as()
+        data = self.base / "data"
+        init = subprocess.run(
+            [
+                find_pg_bin("initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+            capture_output=True,
+            text=True,
+            **self._user_kwargs,
+        )
+        if init.returncode != 0:
+            raise RuntimeError(f"initdb failed ({init.returncode}): {init.stderr.strip()[-2000:]}")
+        log = open(self.base / "postgres.log", "w")  # noqa: SIM115 - kept open for the server's lifetime
+        self.process = subprocess.Popen(
+            [
+                find_pg_bin("postgres"),
+                "-D",
+                str(data),
+                "-p",
+                str(self.port),
+                "-h",
+                "127.0.0.1",
+                "-k",
+                str(self.base),
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+                "-c",
+                "max_connections=200",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            **self._user_kwargs,
+        )
+        log.close()
+        import psycopg2
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"postgres exited with {self.process.returncode}: {self.log_tail()}")
+            try:
+                psycopg2.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres").close()
+                return self
+            except psycopg2.OperationalError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(
+                        f"postgres did not answer within {timeout_s}s: {self.log_tail()}"
+                    ) from None
+                time.sleep(0.1)
+
+    def log_tail(self) -> str:
+        try:
+            return (self.base / "postgres.log").read_text()[-2000:]
+        except OSError:
+            return ""
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/{database}"
+
+    def create_database(self, name: str | None = None) -> str:
+        import psycopg2
+
+        name = name or f"t_{uuid.uuid4().hex[:12]}"
+        conn = psycopg2.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres")
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            conn.close()
+        return self.url(name)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            # SIGINT is PostgreSQL's "fast" shutdown: it disconnects clients instead of waiting for them.
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self.process = None
+        shutil.rmtree(self.base, ignore_errors=True)

@@ -1,0 +1,152 @@
+"""`sharp-dagster log ...`: status, plan, rerun and takeover through the real command-line entry point."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from datetime import timedelta
+
+import pytest
+
+from sharp_dagster import cli
+from sharp_dagster.joblog.models import FAILURE, SUCCESS
+from sharp_dagster.joblog.planner import PeriodSpec
+from sharp_dagster.joblog.store import JobLog, utcnow
+from sharp_dagster_tests.joblog.pgserver import free_port
+
+ASSET = "dwd/orders"
+# Starts five days ago, so the periods are elapsed whatever day the tests run.
+START = (utcnow() - timedelta(days=5)).replace(hour=0, minute=0, second=0, microsecond=0)
+SPEC = PeriodSpec("daily", START)
+
+
+def _day(offset: int) -> str:
+    return (START + timedelta(days=offset)).strftime("%Y-%m-%d")
+
+
+@pytest.fixture
+def project(monkeypatch):
+    """Stand-ins for the lead's modules: the known assets and the ordered re-run through Dagster."""
+    calls: list[tuple[str, list]] = []
+    project_module = types.ModuleType("sharp_dagster.project")
+    project_module.log_driven_assets = lambda: {ASSET: SPEC, "ods/clicks": PeriodSpec("hourly", START)}
+    orchestration = types.ModuleType("sharp_dagster.orchestration")
+    orchestration.rerun_periods = lambda key, periods: calls.append((key, list(periods))) or 0
+    monkeypatch.setitem(sys.modules, "sharp_dagster.project", project_module)
+    monkeypatch.setitem(sys.modules, "sharp_dagster.orchestration", orchestration)
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ["sharp_dagster.joblog.cli"])
+    return calls
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def history(db_url):
+    """Day 0 done (with counts), day 1 failed, day 2 running since long ago (stale), days 3 and 4 never run."""
+    stale_clock = lambda: utcnow() - timedelta(hours=1)  # noqa: E731
+    job_log = JobLog(db_url, clock=stale_clock)
+    stuck = job_log.claim(ASSET, SPEC.period_for_key(_day(2)), "run-stuck")
+    job_log = JobLog(db_url)
+    ok = job_log.claim(ASSET, SPEC.period_for_key(_day(0)), "run-ok")
+    with job_log.step(ok, "read", source_type="jdbc") as step:
+        step.source_count = 1234
+    with job_log.step(ok, "write", target_type="parquet") as step:
+        step.target_count = 1200
+    job_log.finish(ok, SUCCESS)
+    bad = job_log.claim(ASSET, SPEC.period_for_key(_day(1)), "run-bad")
+    job_log.finish(bad, FAILURE, "Spark stage failed\nmore detail")
+    return {"url": db_url, "stuck": stuck, "ok": ok, "bad": bad}
+
+
+def test_status(project, history, capsys):
+    code, out, _ = run_cli(capsys, "log", "--db-url", history["url"], "status", "--asset", ASSET)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:5] == ["ASSET", "PARTITION", "STATUS", "TRY", "RANGE"]
+    ok_line = next(line for line in lines if "run-ok" in line)
+    assert _day(0) in ok_line and "SUCCESS" in ok_line and "1234" in ok_line and "1200" in ok_line
+    assert "Spark stage failed" in next(line for line in lines if "run-bad" in line)
+    assert "RUNNING" in next(line for line in lines if "run-stuck" in line)
+
+    code, out, _ = run_cli(capsys, "log", "--db-url", history["url"], "status", "--json", "--limit", "2")
+    rows = json.loads(out)
+    assert code == 0 and len(rows) == 2
+    assert {r["run_id"] for r in rows} == {"run-ok", "run-bad"}
+    ok = next(r for r in rows if r["run_id"] == "run-ok")
+    assert (ok["source_count"], ok["target_count"], ok["status"]) == (1234, 1200, SUCCESS)
+    assert ok["duration_s"] is not None and ok["duration_s"] >= 0
+
+
+def test_plan(project, history, capsys):
+    code, out, _ = run_cli(capsys, "log", "--db-url", history["url"], "plan", "--asset", ASSET)
+    assert code == 0
+    assert f"{ASSET} (daily from {START:%Y-%m-%d} 00:00 UTC): 3 pending" in out
+    assert f"{_day(1)} (FAILURE, run run-bad)" in out
+    assert f"{_day(3)} .. {_day(4)} (never run, 2 daily periods)" in out
+    assert f"running: {_day(2)} (run run-stuck" in out
+    code, out, _ = run_cli(capsys, "log", "--db-url", history["url"], "plan", "--asset", ASSET, "--json")
+    plan = json.loads(out)
+    assert [p["partition_key"] for p in plan["pending"]] == [_day(1), _day(3), _day(4)]
+    assert plan["pending"][0]["status"] == FAILURE and plan["running"][0]["run_id"] == "run-stuck"
+
+
+def test_takeover(project, history, capsys):
+    url, stuck = history["url"], history["stuck"]
+    code, out, _ = run_cli(capsys, "log", "--db-url", url, "takeover", stuck.job_id)
+    assert code == 0 and f"job {stuck.job_id}" in out and "is now FAILURE" in out
+    assert JobLog(url).get(stuck.job_id).error.startswith("taken over from the command line")
+    code, _, err = run_cli(capsys, "log", "--db-url", url, "takeover", stuck.job_id)
+    assert code == 2 and "not RUNNING" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli(capsys, "log", "--db-url", url, "takeover", "nope")
+    assert code == 2 and "no job with job_id 'nope'" in err
+    fresh = JobLog(url).claim(ASSET, SPEC.period_for_key(_day(3)), "run-live")
+    code, _, err = run_cli(capsys, "log", "--db-url", url, "takeover", fresh.job_id)
+    assert code == 2 and "force" in err
+    code, out, _ = run_cli(
+        capsys, "log", "--db-url", url, "takeover", fresh.job_id, "--force", "--reason", "x"
+    )
+    assert code == 0 and "is now FAILURE: x" in out
+
+
+def test_rerun(project, db_url, capsys):
+    code, out, _ = run_cli(
+        capsys, "log", "--db-url", db_url, "rerun", "--asset", ASSET, "--from", _day(1), "--to", _day(3)
+    )
+    assert code == 0 and "re-running 3 daily period(s)" in out
+    [(key, periods)] = project
+    assert key == ASSET and [p.partition_key for p in periods] == [_day(1), _day(2), _day(3)]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["plan", "--asset", "nope/table"],
+            "unknown asset 'nope/table' (log-driven assets: dwd/orders, ods/clicks)",
+        ),
+        (["plan", "--asset", "orders"], "asset key 'orders' is malformed: write it as layer/table"),
+        (["rerun", "--asset", ASSET, "--from", "2024-02-30", "--to", "2024-03-01"], "is not a date"),
+        (["rerun", "--asset", ASSET, "--from", _day(3), "--to", _day(1)], "empty range"),
+        (["rerun", "--asset", "x/y", "--from", _day(1), "--to", _day(2)], "unknown asset 'x/y'"),
+        (["status", "--asset", "ghost/table"], "unknown asset 'ghost/table'"),
+        (["status", "--limit", "0"], "--limit must be at least 1"),
+    ],
+)
+def test_errors_are_one_line(project, tmp_path, capsys, argv, expected):
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    code, out, err = run_cli(capsys, "log", "--db-url", url, *argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and expected in err
+    assert project == []
+
+
+def test_unreachable_database_error(project, capsys):
+    url = f"postgresql+psycopg2://etl:Pw0rdX@127.0.0.1:{free_port()}/log"
+    code, _, err = run_cli(capsys, "log", "--db-url", url, "status")
+    assert code == 2 and "cannot reach the job-log database" in err and "Pw0rdX" not in err
+    assert len(err.strip().splitlines()) == 1
