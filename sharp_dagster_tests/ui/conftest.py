@@ -102,7 +102,7 @@ def ui_env(tmp_path_factory, chromium_path) -> dict[str, str]:
             "PYSPARK_DRIVER_PYTHON": sys.executable,
         }
     )
-    generate(data_dir / "sample", GeneratorConfig(days=2))
+    generate(data_dir / "sample", GeneratorConfig(days=7))
     return env
 
 
