@@ -11,6 +11,8 @@ COMMAND_MODULES = [
     "sharp_dagster.demo.cli",
     "sharp_dagster.joblog.cli",
     "sharp_dagster.lineage.cli",
+    "sharp_dagster.dqc.cli",
+    "sharp_dagster.cdc.cli",
 ]
 
 

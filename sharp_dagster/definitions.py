@@ -5,6 +5,7 @@ from __future__ import annotations
 from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
 from sharp_dagster.assets.lineage_meta import column_lineage, governance_check
+from sharp_dagster.assets.quality import load_project_rules
 from sharp_dagster.assets.sql_assets import (
     build_sql_asset,
     external_asset_specs,
@@ -16,8 +17,9 @@ from sharp_dagster.partitions import partitions_for
 from sharp_dagster.resources.io_manager import SparkTableIOManager
 from sharp_dagster.resources.spark import SparkResource
 from sharp_dagster.sensors.log_driven import build_log_driven_sensor
+from sharp_dagster.settings import warehouse_sql_dir
 from sharp_dagster.sources import SOURCE_SCHEMA, missing_source_days, register_sources
-from sharp_dagster.warehouse.catalog import DEFAULT_START, load_catalog
+from sharp_dagster.warehouse.catalog import DEFAULT_START, WarehouseDefinitionError, load_catalog
 from sharp_dagster.warehouse.dependencies import resolve
 
 
@@ -57,6 +59,11 @@ VIOLATIONS: dict[str, list] = {}
 for _v in governance_check_tables({q: d.assets + d.externals for q, d in DEPS.items()}):
     VIOLATIONS.setdefault(_v.table, []).append(_v)
 
+RULES = load_project_rules(CATALOG, DEPS, warehouse_sql_dir() / "quality")
+unknown_assets = sorted(set(RULES) - {t.asset_key_str for t in CATALOG.tables})
+if unknown_assets:  # load_rules already refuses them; this keeps the invariant explicit
+    raise WarehouseDefinitionError(f"data-quality rules name unknown assets: {unknown_assets}")
+
 set_prepare_hook(_prepare_sources)
 sql_assets = [
     build_sql_asset(
@@ -69,6 +76,7 @@ sql_assets = [
             "dagster/column_lineage": column_lineage(DEPS[t.qualified].lineage, t.qualified),
             "governance": "; ".join(v.message for v in VIOLATIONS.get(t.qualified, [])) or "ok",
         },
+        rules=RULES.get(t.asset_key_str),
     )
     for t in CATALOG.tables
 ]

@@ -10,8 +10,9 @@ Every materialization of a log-driven asset goes through a `PartitionRun`:
 4. the period is claimed atomically (`JobLog.claim`: a second run of the same period is refused, naming the
    holder), and a heartbeat thread keeps the claim alive;
 5. steps `read`, `transform`, `write`, `checks` are recorded in step_log with their counts;
-6. `publish` stages the partition, runs the strong data-quality rules on the staged rows, swaps it in, then marks
-   the job SUCCESS and runs the weak rules; any failure marks it FAILURE with the error and alerts.
+6. `stage` writes the partition where no reader sees it; the data-quality rules run on the staged rows
+   (`assets/quality.py`); `publish_staged` swaps it in and marks the job SUCCESS. Any failure marks it FAILURE
+   with the error and alerts; the previous partition stays in place.
 
 The asset body and the IO manager run in the same step process, so the IO manager finds the run's
 `PartitionRun` in a process-local registry keyed by (Dagster run id, asset, partition).
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -51,9 +52,6 @@ log = logging.getLogger("sharp_dagster.logdriven")
 PROJECT_NAME = "sharp_dagster"
 REFRESH_TAG = "sharp/refresh"
 HEARTBEAT_INTERVAL_S = 10.0
-
-# (context, store, staged, partition_run) -> results; raising keeps the data out. Installed by the quality layer.
-CheckHook = Callable[[Any, TableStore, StagedPartition, "PartitionRun"], Any]
 
 
 @dataclass(frozen=True)
@@ -95,9 +93,6 @@ def active_run(run_id: str, job_name: str, partition_key: str) -> PartitionRun |
 
 class PartitionRun:
     """One claimed period of one asset, from claim to SUCCESS/FAILURE."""
-
-    strong_checks: list[CheckHook] = []
-    weak_checks: list[CheckHook] = []
 
     def __init__(self, jl: JobLog, asset: LogDrivenAsset, handle: JobHandle, run_id: str, context: Any):
         self.job_log = jl
@@ -162,37 +157,38 @@ class PartitionRun:
         with self.job_log.step(self.handle, step_id, source_type=source_type, target_type=target_type) as rec:
             yield rec
 
+    def stage(
+        self, store: TableStore, ref: TableRef, values: dict[str, str], df: DataFrame
+    ) -> StagedPartition:
+        """The `write` step: the partition's rows written where no reader sees them yet."""
+        with self.step("write", source_type="spark", target_type="parquet") as rec:
+            staged = store.stage(ref, values, df)
+            rec.target_count = staged.row_count
+            rec.success_count = staged.row_count
+            rec.source_count = self.source_count
+            rec.info(f"staged {staged.row_count} rows for {ref.qualified} {values}")
+        return staged
+
+    def publish_staged(self, store: TableStore, staged: StagedPartition) -> None:
+        """Swap the staged rows in and mark the period SUCCESS; on failure the old partition stays, FAILURE."""
+        try:
+            store.publish(staged)
+        except BaseException as exc:
+            store.discard(staged)
+            self.fail(exc)
+            raise
+        self.succeed()
+
     def publish(
         self, store: TableStore, ref: TableRef, values: dict[str, str], df: DataFrame
     ) -> StagedPartition:
-        """Stage, check (strong rules), swap in, mark SUCCESS, then the weak rules. Failure: FAILURE + raise."""
+        """Stage and publish (an asset without data-quality rules)."""
         try:
-            with self.step("write", source_type="spark", target_type="parquet") as rec:
-                staged = store.stage(ref, values, df)
-                rec.target_count = staged.row_count
-                rec.success_count = staged.row_count
-                rec.source_count = self.source_count
-                rec.info(f"staged {staged.row_count} rows for {ref.qualified} {values}")
-            try:
-                if self.strong_checks:
-                    with self.step("checks", source_type="spark") as rec:
-                        for hook in self.strong_checks:
-                            hook(self.context, store, staged, self)
-                store.publish(staged)
-            except BaseException:
-                store.discard(staged)
-                raise
-            self.succeed()
+            staged = self.stage(store, ref, values, df)
         except BaseException as exc:
             self.fail(exc)
             raise
-        for hook in self.weak_checks:
-            try:
-                hook(self.context, store, staged, self)
-            except Exception:  # a weak rule never stops the pipeline
-                log.exception(
-                    "weak checks of %s [%s] failed to run", self.asset.job_name, self.handle.partition_key
-                )
+        self.publish_staged(store, staged)
         return staged
 
     def succeed(self) -> None:

@@ -25,6 +25,8 @@ from dagster import (
     asset,
 )
 
+from sharp_dagster.assets import quality
+from sharp_dagster.dqc.runner import BlockingFailure, blocking_failures
 from sharp_dagster.joblog import SUCCESS, PeriodSpec
 from sharp_dagster.logdriven import REFRESH_TAG, LogDrivenAsset, PartitionRun, job_log_or_fail
 from sharp_dagster.partitions import partition_values, partitions_for
@@ -65,6 +67,7 @@ def build_sql_asset(
     grains: dict[str, str],
     starts: dict[str, str] | None = None,
     metadata: dict | None = None,
+    rules: list | None = None,
 ) -> AssetsDefinition:
     """The asset of one SQL table; `upstream_assets` are qualified names of asset tables it reads."""
     starts = starts or {}
@@ -79,14 +82,17 @@ def build_sql_asset(
         ins[input_name(up)] = AssetIn(key=asset_key_of(up), partition_mapping=mapping)
 
     log_asset = log_driven_spec(table, grains, starts)
+    rules = list(rules or [])
+    partitions_def = partitions_for(table.grain, table.start)
 
     @asset(
         name=table.name,
         key_prefix=[table.layer],
         group_name=table.layer,
         description=sql_description(table),
-        partitions_def=partitions_for(table.grain, table.start),
+        partitions_def=partitions_def,
         backfill_policy=BackfillPolicy.single_run(),
+        check_specs=quality.check_specs(table.asset_key_path, rules, partitions_def),
         ins=ins,
         deps=[asset_key_of(s) for s in external_sources],
         io_manager_key="warehouse_io_manager",
@@ -100,26 +106,36 @@ def build_sql_asset(
     )
     def _sql_asset(context, **inputs):  # no annotation: Dagster inspects it at runtime
         spark_resource = context.resources.spark
+        store = spark_resource.store()
+        ref = table_ref_for(table.asset_key_path, table.grain)
         keys = context.partition_keys
         if len(keys) == 1:
-            # One partition: compute here, publish in the IO manager (which finds this run's PartitionRun).
-            run = _begin(context, table, log_asset, keys[0], spark_resource)
+            # One partition: compute and check here; the IO manager publishes what passed.
+            key = keys[0]
+            run = _begin(context, table, log_asset, key, spark_resource)
             try:
                 with run.step("read", source_type="parquet") as rec:
                     rec.source_count = run.source_count = sum(
                         df.count() for df in inputs.values()
-                    ) + _prepare(context, table, spark_resource, keys[0])
-                yield Output(_transform(context, run, table, keys[0], spark_resource))
+                    ) + _prepare(context, table, spark_resource, key)
+                df = _transform(context, run, table, key, spark_resource)
+                if not rules:
+                    yield Output(df)
+                    return
+                staged = run.stage(store, ref, partition_values(key, table.grain), df)
+                results = quality.evaluate(run, store, staged, rules, table.grain, grains)
             except BaseException as exc:
                 run.fail(exc)
                 raise
+            yield from _strong_gate(context, run, store, staged, results)
+            yield Output(staged, metadata=quality.score_metadata(results))
+            yield from _weak_report(context, run, results)
             return
         # A range (a single-run backfill): partitions strictly oldest first, each published on its own; at the
         # first failure the later ones never run, and the ones already published are reported as materialized.
         # Partitions already SUCCESS are skipped unless the run is a refresh, so a relaunch resumes at the failure.
-        store = spark_resource.store()
-        ref = table_ref_for(table.asset_key_path, table.grain)
         done: list[tuple[str, int]] = []
+        last_results: list = []
         refresh = context.run.tags.get(REFRESH_TAG) == "true"
         for key in keys:
             if (
@@ -150,10 +166,17 @@ def build_sql_asset(
                             context, table, spark_resource, key
                         )
                     df = _transform(context, run, table, key, spark_resource)
+                    staged = run.stage(store, ref, partition_values(key, table.grain), df)
+                    results = (
+                        quality.evaluate(run, store, staged, rules, table.grain, grains) if rules else []
+                    )
                 except BaseException as exc:
                     run.fail(exc)
                     raise
-                staged = run.publish(store, ref, partition_values(key, table.grain), df)
+                yield from _strong_gate(context, run, store, staged, results, report_passed=False)
+                run.publish_staged(store, staged)
+                list(_weak_report(context, run, results, report=False))
+                last_results = results
                 done.append((key, staged.row_count))
                 context.log.info(f"{table.asset_key_str} [{key}]: {staged.row_count} rows published")
             except BaseException:
@@ -164,11 +187,15 @@ def build_sql_asset(
                         metadata={"dagster/row_count": rows, "dagster/partition_row_count": rows},
                     )
                 raise
+        # One result per check for the run (the last partition's); every partition's results are in dqc_result.
+        for result in last_results:
+            yield quality.check_result(context.asset_key, result)
         yield Output(
             None,
             metadata={
                 "partitions_published": len(done),
                 "rows_by_partition": MetadataValue.json(dict(done)),
+                **quality.score_metadata(last_results),
             },
         )
 
@@ -178,6 +205,38 @@ def build_sql_asset(
 def _begin(context, table: SqlTable, log_asset: LogDrivenAsset, key: str, spark_resource) -> PartitionRun:
     app_id = spark_resource.session().sparkContext.applicationId
     return PartitionRun.begin(context, log_asset, key, application_id=app_id)
+
+
+def _strong_gate(context, run: PartitionRun, store, staged, results, report_passed: bool = True):
+    """Report the strong rules; when one failed, keep the staged rows out and fail the run naming it."""
+    strong = [r for r in results if r.severity == "strong"]
+    failed = blocking_failures(results)
+    for r in strong:
+        if report_passed or not r.passed:
+            yield quality.check_result(context.asset_key, r)
+    if failed:
+        store.discard(staged)
+        error = BlockingFailure(failed)
+        quality.alert(failed, run.job_log.engine)
+        run.fail(error)
+        raise Failure(
+            description=f"{run.asset.job_name} [{run.handle.partition_key}] not published: {error}",
+            metadata={"failed_rules": [r.rule_id for r in failed]},
+        )
+
+
+def _weak_report(context, run: PartitionRun, results, report: bool = True):
+    """After publishing: report the weak rules (WARN) and alert the failed ones; never stops the pipeline."""
+    weak = [r for r in results if r.severity != "strong"]
+    if report:
+        for r in weak:
+            yield quality.check_result(context.asset_key, r)
+    failing = [r for r in weak if not r.passed]
+    if failing:
+        context.log.warning(
+            f"{run.asset.job_name}: weak rules failed: " + "; ".join(r.message for r in failing)
+        )
+        quality.alert(failing, run.job_log.engine)
 
 
 def already_done(log_asset: LogDrivenAsset, key: str) -> bool:

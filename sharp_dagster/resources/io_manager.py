@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame
 
 from sharp_dagster.partitions import PARTITION_COLUMNS, grain_of, partition_values
 from sharp_dagster.resources.spark import SparkResource
-from sharp_dagster.spark.tables import TableRef
+from sharp_dagster.spark.tables import StagedPartition, TableRef
 
 
 def table_ref_for(asset_key_path: list[str] | tuple[str, ...], grain: str | None) -> TableRef:
@@ -32,19 +32,15 @@ def table_ref_for(asset_key_path: list[str] | tuple[str, ...], grain: str | None
     return TableRef(database, name, PARTITION_COLUMNS[grain] if grain else ())
 
 
-def schema_metadata(df: DataFrame) -> TableSchema:
-    return TableSchema(columns=[TableColumn(f.name, f.dataType.simpleString()) for f in df.schema.fields])
-
-
 class SparkTableIOManager(ConfigurableIOManager):
     """Writes and reads warehouse tables `<layer>.<table>` partition by partition."""
 
     spark: SparkResource
 
-    def handle_output(self, context: OutputContext, obj: DataFrame | None) -> None:
+    def handle_output(self, context: OutputContext, obj: DataFrame | StagedPartition | None) -> None:
         if obj is None:
-            return
-        if not isinstance(obj, DataFrame):
+            return  # the asset published its partitions itself (a range run)
+        if not isinstance(obj, DataFrame | StagedPartition):
             raise TypeError(
                 f"{context.asset_key.to_user_string()}: expected a Spark DataFrame, got {type(obj)}"
             )
@@ -60,15 +56,26 @@ class SparkTableIOManager(ConfigurableIOManager):
         from sharp_dagster.logdriven import active_run
 
         run = active_run(context.run_id, context.asset_key.to_user_string(), key)
-        if run is not None:
-            staged = run.publish(store, ref, values, obj)  # job log, quality gate, then the swap
+        if isinstance(obj, StagedPartition):  # staged and checked by the asset: only the swap is left
+            staged = obj
+            schema = store.read_staged(staged).schema
+            if run is not None:
+                run.publish_staged(store, staged)
+            else:
+                store.publish(staged)
         else:
-            staged = store.write_partition(ref, values, obj)
+            schema = obj.schema
+            if run is not None:
+                staged = run.publish(store, ref, values, obj)  # job-log steps, then the swap
+            else:
+                staged = store.write_partition(ref, values, obj)
         context.add_output_metadata(
             {
                 "dagster/row_count": staged.row_count,
                 "dagster/partition_row_count": staged.row_count,
-                "dagster/column_schema": schema_metadata(obj),
+                "dagster/column_schema": TableSchema(
+                    columns=[TableColumn(f.name, f.dataType.simpleString()) for f in schema.fields]
+                ),
                 "dagster/table_name": ref.qualified,
                 "path": MetadataValue.path(store.partition_path(ref, values)),
             }

@@ -1,0 +1,160 @@
+"""Data-quality rules as Dagster asset checks: loaded and validated with the code location, run per partition.
+
+Rules live in `warehouse/quality/*.yaml` (see `sharp_dagster.dqc.rules`). They are validated when the code location
+loads, against each table's output columns (from its parsed SQL) and the known tables: an unknown asset, column,
+template or comparator, or a parameter that is not a plain identifier fails loading, naming the file and the rule.
+
+Each rule is an `AssetCheckSpec` of its asset (blocking for strong rules). At run time all rules of a partition
+are evaluated in one scan of the *staged* rows (`evaluate`); strong failures keep the partition from being
+published; weak results are reported (WARN) and alerted after it is published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetKey, MetadataValue
+
+from sharp_dagster.dqc.evaluate import RuleResult, quality_score
+from sharp_dagster.dqc.rules import Rule, RuleContext, load_rules
+from sharp_dagster.spark.tables import StagedPartition, TableRef, TableStore
+from sharp_dagster.warehouse.catalog import WarehouseCatalog, WarehouseDefinitionError
+from sharp_dagster.warehouse.dependencies import TableDeps
+from sharp_dagster.warehouse.variables import Window
+
+
+def output_columns(deps: TableDeps, qualified: str) -> dict[str, str]:
+    """A table's output columns (types unknown before Spark runs: the rules check names)."""
+    cols: dict[str, str] = {}
+    for col in deps.lineage.columns if deps.lineage else ():
+        table, _, name = col.target.rpartition(".")
+        if table == qualified and name != "*":
+            cols[name] = ""
+    return cols
+
+
+def load_project_rules(
+    catalog: WarehouseCatalog, deps: Mapping[str, TableDeps], quality_dir: Path
+) -> dict[str, list[Rule]]:
+    """Every rule of the project by asset (`layer/table`); raises WarehouseDefinitionError on a bad rule."""
+    if not quality_dir.is_dir():
+        return {}
+    schemas = {t.asset_key_str: output_columns(deps[t.qualified], t.qualified) for t in catalog.tables}
+    known = {name: cols for name, cols in catalog.external_schemas.items() if ":" not in name}
+    try:
+        rules = load_rules(quality_dir, schemas, known)
+    except ValueError as exc:  # RuleError names the YAML file and the rule
+        raise WarehouseDefinitionError(f"data-quality rules: {exc}") from exc
+    by_asset: dict[str, list[Rule]] = {}
+    for rule in rules:
+        by_asset.setdefault(rule.asset, []).append(rule)
+    return by_asset
+
+
+def check_specs(asset_key_path: list[str], rules: list[Rule], partitions_def) -> list[AssetCheckSpec]:
+    return [
+        AssetCheckSpec(
+            name=rule.id,
+            asset=AssetKey(asset_key_path),
+            blocking=rule.severity == "strong",
+            description=f"[{rule.severity}, {rule.dimension}] {rule.description or rule.template}: "
+            f"{rule.describe_expectation()}",
+            partitions_def=partitions_def,
+            metadata={"template": rule.template, "severity": rule.severity, "source": rule.source},
+        )
+        for rule in rules
+    ]
+
+
+def _register_other_tables(store: TableStore, rules: list[Rule], grains: Mapping[str, str]) -> None:
+    """Tables that referential/reconciliation rules compare with must be resolvable in the session."""
+    from sharp_dagster.partitions import PARTITION_COLUMNS
+
+    for rule in rules:
+        other = rule.params.get("other")
+        if isinstance(other, str) and other in grains:
+            db, name = other.split(".")
+            store.register(TableRef(db, name, PARTITION_COLUMNS[grains[other]]), refresh=True)
+
+
+def evaluate(
+    run: Any,
+    store: TableStore,
+    staged: StagedPartition,
+    rules: list[Rule],
+    grain: str,
+    grains: Mapping[str, str],
+) -> list[RuleResult]:
+    """All rules of one staged partition in one scan, recorded as the job log's `checks` step and in dqc_result."""
+    from sharp_dagster.dqc.runner import RuleRunner
+    from sharp_dagster.dqc.store import DqcStore
+
+    key = run.handle.partition_key
+    window = Window.from_partition_key(key, grain)
+    variables = window.variables()
+    ctx = RuleContext(
+        partition_key=key,
+        dt=variables["dt"],
+        data_range_start=variables["DATA_RANGE_START"],
+        data_range_end=variables["DATA_RANGE_END"],
+        run_id=run.run_id,
+        source_count=run.source_count,
+        target_count=staged.row_count,
+    )
+    with run.step("checks", source_type="spark") as rec:
+        _register_other_tables(store, rules, grains)
+        runner = RuleRunner(store.spark, store=DqcStore(run.job_log.engine))
+        results = runner.run(run.asset.job_name, key, store.read_staged(staged), rules, ctx)
+        rec.source_count = staged.row_count
+        rec.success_count = sum(1 for r in results if r.passed)
+        rec.failure_count = sum(1 for r in results if not r.passed)
+        for r in results:
+            rec.info(f"[{r.severity}] {r.rule_id}: {r.status} ({r.message})")
+    return results
+
+
+def check_result(asset_key: AssetKey, r: RuleResult) -> AssetCheckResult:
+    metadata: dict[str, Any] = {
+        "partition": r.partition,
+        "rule_version": r.rule_version,
+        "template": r.template,
+        "dimension": r.dimension,
+        "severity": r.severity,
+        "comparator": r.comparator,
+        "actual": r.actual,
+        "expected": r.expected,
+        "lower_bound": r.lower_bound,
+        "upper_bound": r.upper_bound,
+        "status": r.status,
+        "elapsed_ms": round(r.elapsed_ms, 1),
+    }
+    if r.downgraded:
+        metadata["downgraded"] = r.downgrade_reason or "warning"
+    if r.failing_keys:
+        metadata["failing_keys"] = MetadataValue.json(r.failing_keys)
+    return AssetCheckResult(
+        asset_key=asset_key,
+        check_name=r.rule_id,
+        passed=bool(r.passed),
+        severity=AssetCheckSeverity.ERROR
+        if r.severity == "strong" and not r.downgraded
+        else AssetCheckSeverity.WARN,
+        description=r.message,
+        metadata={k: v for k, v in metadata.items() if v is not None},
+    )
+
+
+def score_metadata(results: list[RuleResult]) -> dict[str, Any]:
+    score = quality_score(results)
+    if not score:
+        return {}
+    return {"dqc/quality_score": MetadataValue.json(score)}
+
+
+def alert(results: list[RuleResult], engine) -> int:
+    from sharp_dagster.alerts import AlertSink
+    from sharp_dagster.dqc.runner import alert_failures
+
+    return alert_failures(results, AlertSink.from_env(engine=engine))

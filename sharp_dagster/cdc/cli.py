@@ -1,0 +1,211 @@
+"""`sharp-dagster cdc ...`: run the binlog collector and the hourly landing from the command line.
+
+    SHARP_CDC_MYSQL_PASSWORD=... sharp-dagster cdc collect --config cdc/shop.yaml --host 127.0.0.1 --port 3306 \\
+        --user cdc --bootstrap-servers 127.0.0.1:9092 --state-file data/cdc/shop.state.json [--once]
+    sharp-dagster cdc land --config cdc/shop.yaml --database shop --bootstrap-servers 127.0.0.1:9092 \\
+        --state-file data/cdc/shop.landing.json
+
+The password is read from the environment only, never from a flag (flags show up in `ps`). `collect` without
+`--once` runs until SIGTERM/SIGINT and then stops cleanly: it flushes and saves the last commit. `land` keeps
+its offsets and watermarks in a small JSON file (the Dagster jobs keep them in the job log instead) and writes
+the done markers. Also runnable as `python -m sharp_dagster.cdc.cli`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sharp_dagster.cdc.config import PASSWORD_ENV, ConfigError, MysqlSettings, load_source_config
+
+
+def _cli_error(message: str) -> Exception:
+    from sharp_dagster.cli import CliError
+
+    return CliError(message)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    cdc = subparsers.add_parser("cdc", help="binlog change data capture: collect and land")
+    sub = cdc.add_subparsers(dest="cdc_command", required=True, metavar="CDC_COMMAND")
+
+    collect = sub.add_parser("collect", help="read the row binlog and send one Kafka message per row change")
+    collect.add_argument("--config", required=True, help="the CDC source YAML")
+    collect.add_argument(
+        "--database", action="append", help="capture only this configured database (repeatable)"
+    )
+    collect.add_argument("--host", default="127.0.0.1")
+    collect.add_argument("--port", type=int, default=3306)
+    collect.add_argument(
+        "--user", default="root", help=f"MySQL user; the password comes from ${PASSWORD_ENV}"
+    )
+    collect.add_argument("--bootstrap-servers", required=True)
+    collect.add_argument("--state-file", required=True, help="where the resume position is saved")
+    collect.add_argument("--once", action="store_true", help="stop at the current end of the binlog")
+    collect.add_argument(
+        "--start", default="earliest", help="first run only: earliest, current, a GTID position or file:pos"
+    )
+    collect.add_argument(
+        "--flush-every", type=int, default=5000, help="flush and save after this many messages"
+    )
+    collect.add_argument("--flush-interval", type=float, default=1.0, help="... or after this many seconds")
+    collect.add_argument("--heartbeat-interval", type=float, default=30.0)
+    collect.set_defaults(func=cmd_collect)
+
+    land = sub.add_parser("land", help="land a binlog topic into original_binlog.<db> and write done markers")
+    land.add_argument("--config", required=True)
+    land.add_argument("--database", required=True)
+    land.add_argument("--bootstrap-servers", required=True)
+    land.add_argument(
+        "--state-file", required=True, help="JSON with the offsets and watermarks of the last run"
+    )
+    land.add_argument("--warehouse", help="warehouse folder (default: SHARP_WAREHOUSE_DIR / settings)")
+    land.set_defaults(func=cmd_land)
+
+
+def _load_config(path: str):
+    try:
+        return load_source_config(path)
+    except ConfigError as exc:
+        raise _cli_error(str(exc)) from None
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from sharp_dagster.cdc.collector import Collector, CollectorError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    source = _load_config(args.config)
+    try:
+        source = source.only(args.database)
+    except ConfigError as exc:
+        raise _cli_error(str(exc)) from None
+    mysql = MysqlSettings.from_env(args.host, args.port, args.user)
+    try:
+        collector = Collector(
+            mysql,
+            {"bootstrap.servers": args.bootstrap_servers},
+            source,
+            args.state_file,
+            start=args.start,
+            flush_max_messages=args.flush_every,
+            flush_interval_s=args.flush_interval,
+            heartbeat_interval_s=args.heartbeat_interval,
+        )
+    except CollectorError as exc:
+        raise _cli_error(str(exc)) from None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: collector.stop())
+    try:
+        stats = collector.run(once=args.once)
+    except CollectorError as exc:
+        raise _cli_error(str(exc)) from None
+    state = stats.state
+    print(
+        f"cdc collect {mysql.describe()}: {stats.messages} messages ({stats.row_changes} row changes, "
+        f"{stats.statements} DDL/TRUNCATE, {stats.heartbeats} heartbeats), {stats.commits} commits, "
+        f"stopped by {stats.stopped_by}; resume at "
+        + (
+            f"{state.binlog_file}:{state.binlog_pos} gtid {state.gtid_pos}"
+            if state
+            else "the start (nothing saved)"
+        )
+    )
+    return 0
+
+
+def cmd_land(args: argparse.Namespace) -> int:
+    from sharp_dagster.cdc.landing import LandingError, land, write_done_markers
+    from sharp_dagster.settings import Settings
+    from sharp_dagster.spark.session import build_spark_session
+    from sharp_dagster.spark.tables import TableStore
+
+    source = _load_config(args.config)
+    try:
+        db = source.database(args.database)
+    except KeyError as exc:
+        raise _cli_error(str(exc.args[0])) from None
+    state_path = Path(args.state_file)
+    state = _read_json(state_path)
+    settings = Settings.from_env()
+    warehouse = args.warehouse or str(settings.warehouse_dir)
+    spark = build_spark_session(settings, app_name="sharp_dagster_cdc_land")
+    store = TableStore(spark, warehouse)
+    try:
+        result = land(
+            spark,
+            store,
+            {"bootstrap.servers": args.bootstrap_servers},
+            db.topic,
+            {int(p): o for p, o in state.get("offsets", {}).items()},
+            "latest",
+            db.shard_rules,
+            database=db.name,
+            prior_watermarks={int(p): w for p, w in state.get("watermarks", {}).items()},
+        )
+    except LandingError as exc:
+        raise _cli_error(str(exc)) from None
+    known = [x for x in (state.get("first_event_ts_ms"), result.min_event_ts_ms) if x is not None]
+    first = min(known) if known else None
+    markers: list = []
+    if first is not None:
+        day_start = first - first % 86_400_000
+        markers = write_done_markers(
+            warehouse, db.name, result.low_watermark_ms, source.lateness_minutes, day_start, spark
+        )
+    _write_json(
+        state_path,
+        {
+            "topic": db.topic,
+            "offsets": {str(p): o for p, o in result.end_offsets.items()},
+            "watermarks": {str(p): w for p, w in result.watermarks_ms.items()},
+            "first_event_ts_ms": first,
+        },
+    )
+    print(
+        f"cdc land {db.topic}: read {result.read}, landed {result.landed}, duplicates {result.duplicates}, "
+        f"quarantined {result.quarantined}, heartbeats {result.heartbeats}; {len(result.touched_hours)} hours touched, "
+        f"{len(markers)} done markers written"
+    )
+    return 0
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise _cli_error(f"{path}: not valid JSON: {exc}") from None
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".land.", dir=path.parent)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry point (`python -m sharp_dagster.cdc.cli collect ...`)."""
+    from sharp_dagster.cli import CliError
+
+    parser = argparse.ArgumentParser(prog="sharp-dagster")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["cdc", *(argv if argv is not None else sys.argv[1:])])
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(f"sharp-dagster: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

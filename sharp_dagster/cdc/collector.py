@@ -1,0 +1,867 @@
+"""The binlog collector: reads a MySQL/MariaDB row binlog and sends one Kafka message per row change.
+
+This is the Canal + CanalClient part of seed 002. The `Collector` reads the row binlog with python-mysql-replication
+(`BinLogStreamReader`) and sends, per configured source database, to that database's topic (`binlog.<db>`):
+one message per row change (INSERT/UPDATE/DELETE, see `messages.py`), one per DDL statement and TRUNCATE touching a
+configured table, and HEARTBEAT messages that carry the collector's progress in event time.
+
+Partitioning: a row change is keyed by `<logical table>|<json list of primary-key values>` (murmur2, as the Java
+client hashes), so all changes of one key stay in one partition in binlog order; an update that changes the key is
+sent under the new key. DDL and TRUNCATE go to partition 0 (as Canal sends DDL). Order ACROSS partitions is not
+kept and does not need to be: the merge orders changes by their binlog identity, never by Kafka offset.
+
+Delivery is at least once, never lossy:
+- the resume position (binlog file + position of the next event, and on MariaDB the GTID of the last committed
+  transaction per domain) is saved only at a transaction commit (Xid; COMMIT/ROLLBACK queries for
+  non-transactional tables; the statement itself for DDL and other standalone groups), and only after the producer
+  flushed every message sent before it without a delivery error;
+- a restart resumes at the last saved commit: on MariaDB by GTID (`is_mariadb=True`, `auto_position`), on MySQL
+  by file + position (`resume_stream=True`). Changes after that commit are sent again, with the same identity,
+  because the identity is the START position of the rows event (`log_pos - event_size` from the event header) and
+  the row's index inside it, both of which a replay reproduces; the merge drops the repeats by `event_uid`.
+Flushing after every transaction would be slow, so the collector flushes and saves every `flush_max_messages`
+messages or `flush_interval_s` seconds, at the next commit, and when it stops.
+
+Heartbeats: after a flush, at most every `heartbeat_interval_s`, and whenever the collector has caught up with the
+end of the binlog (end of binlog with `once`, or a heartbeat event from the server when idle), it sends to every
+partition of every topic a HEARTBEAT with `es` = the event time up to which everything has been sent (the wall
+clock when caught up, else the last committed transaction's event time). The landing's done markers need them so
+that a partition without changes still shows progress.
+
+The connection password is never logged: python-mysql-replication's own parameter logging is turned off
+(`enable_logging=False`), because it would print control-connection settings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import pymysql
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.constants import FIELD_TYPE, NONE_SOURCE
+from pymysqlreplication.event import (
+    GtidEvent,
+    HeartbeatLogEvent,
+    MariadbGtidEvent,
+    QueryEvent,
+    RotateEvent,
+    XidEvent,
+)
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+from sharp_dagster.cdc.binlog_schema import binlog_file_seq
+from sharp_dagster.cdc.config import DatabaseConfig, MysqlSettings, SourceConfig
+from sharp_dagster.cdc.messages import (
+    HEARTBEAT,
+    TRUNCATE,
+    BinlogMessage,
+    canonical_value,
+    encode,
+    update_old_values,
+)
+
+log = logging.getLogger(__name__)
+
+ONLY_EVENTS = [
+    WriteRowsEvent,
+    UpdateRowsEvent,
+    DeleteRowsEvent,
+    QueryEvent,
+    XidEvent,
+    GtidEvent,
+    MariadbGtidEvent,
+    RotateEvent,
+    HeartbeatLogEvent,
+]
+MARIADB_FL_STANDALONE = 0x01  # GTID event flag: the group is one statement without BEGIN/COMMIT (DDL)
+START_MODES = ("earliest", "current")
+_START_POSITION = re.compile(r"^(\d+-\d+-\d+(,\d+-\d+-\d+)*|[^:]+\.\d+:\d+)$")
+ONCE_HEARTBEAT_S = 0.2  # with `once`, how soon an idle server tells the collector that it has caught up
+
+# Producer settings the collector relies on; the caller's config may override them.
+PRODUCER_DEFAULTS = {
+    "acks": "all",
+    "enable.idempotence": True,  # no duplicates or reordering from librdkafka's own retries
+    "partitioner": "murmur2_random",  # the Java client's hash: other producers/tools agree on key -> partition
+    "linger.ms": 5,
+    "compression.type": "none",
+}
+_ADMIN_KEYS = re.compile(r"^(bootstrap\.servers|client\.id|security\.protocol|sasl\..*|ssl\..*|socket\..*)$")
+
+
+class CollectorError(RuntimeError):
+    """The collector cannot go on (bad server settings, undelivered messages, unreadable state)."""
+
+
+# ---------------------------------------------------------------------------------------------------- state
+@dataclass(frozen=True)
+class CollectorState:
+    """The resume position: the binlog position of the event after the last saved commit."""
+
+    source_id: str
+    binlog_file: str
+    binlog_pos: int
+    gtid_pos: str | None = None  # MariaDB: last committed GTID per domain, comma-separated (`0-1-42,1-1-7`)
+    event_ts_ms: int | None = None
+    saved_at_ms: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str, origin: str = "state") -> CollectorState:
+        try:
+            data = json.loads(text)
+            return cls(**data)
+        except (ValueError, TypeError) as exc:
+            raise CollectorError(f"{origin}: not a collector state: {exc}") from exc
+
+
+class StateStore(Protocol):
+    def load(self) -> CollectorState | None: ...
+
+    def save(self, state: CollectorState) -> None: ...
+
+
+class FileStateStore:
+    """The state as a JSON file, replaced atomically (write a temp file, fsync, rename)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def load(self) -> CollectorState | None:
+        if not self.path.exists():
+            return None
+        return CollectorState.from_json(self.path.read_text(), origin=str(self.path))
+
+    def save(self, state: CollectorState) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".state.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(state.to_json())
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+# ---------------------------------------------------------------------------------------------------- kafka
+def admin_config(producer_config: dict[str, Any]) -> dict[str, Any]:
+    """The connection part of a producer/consumer config, for an AdminClient."""
+    return {k: v for k, v in producer_config.items() if _ADMIN_KEYS.match(k)}
+
+
+def ensure_topic(client_config: dict[str, Any], topic: str, partitions: int, timeout: float = 15.0) -> int:
+    """Create `topic` with `partitions` partitions unless it exists; return its partition count."""
+    admin = AdminClient(admin_config(client_config))
+    existing = admin.list_topics(timeout=timeout).topics.get(topic)
+    if existing is None or existing.error is not None:
+        futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+        try:
+            futures[topic].result(timeout)
+        except KafkaException as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise CollectorError(f"cannot create topic {topic}: {exc}") from exc
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(topic=topic, timeout=timeout).topics.get(topic)
+        if meta is not None and meta.error is None and meta.partitions:
+            return len(meta.partitions)
+        time.sleep(0.1)
+    raise CollectorError(f"topic {topic} has no partitions after {timeout:.0f}s")
+
+
+# ---------------------------------------------------------------------------------------------------- DDL
+_NAME = r"(?:`[^`]+`|[A-Za-z0-9_$]+)(?:\s*\.\s*(?:`[^`]+`|[A-Za-z0-9_$]+))?"
+_LEADING_COMMENTS = re.compile(r"^(?:\s+|/\*.*?\*/|--[^\n]*(?:\n|$)|#[^\n]*(?:\n|$))*", re.S)
+_DDL_PATTERNS: list[tuple[str, re.Pattern]] = [
+    ("ALTER", re.compile(rf"ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?({_NAME})", re.I)),
+    (TRUNCATE, re.compile(rf"TRUNCATE\s+(?:TABLE\s+)?({_NAME})", re.I)),
+    (
+        "CREATE",
+        re.compile(
+            rf"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?({_NAME})", re.I
+        ),
+    ),
+    (
+        "ERASE",
+        re.compile(
+            rf"DROP\s+(?:TEMPORARY\s+)?TABLES?\s+(?:IF\s+EXISTS\s+)?({_NAME}(?:\s*,\s*{_NAME})*)", re.I
+        ),
+    ),
+    (
+        "RENAME",
+        re.compile(rf"RENAME\s+TABLES?\s+({_NAME}\s+TO\s+{_NAME}(?:\s*,\s*{_NAME}\s+TO\s+{_NAME})*)", re.I),
+    ),
+    (
+        "CINDEX",
+        re.compile(
+            rf"CREATE\s+(?:OR\s+REPLACE\s+)?(?:ONLINE\s+)?(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX\s+"
+            rf"(?:IF\s+NOT\s+EXISTS\s+)?\S+\s+(?:USING\s+\w+\s+)?ON\s+({_NAME})",
+            re.I,
+        ),
+    ),
+    ("DINDEX", re.compile(rf"DROP\s+INDEX\s+(?:IF\s+EXISTS\s+)?\S+\s+ON\s+({_NAME})", re.I)),
+]
+_NAME_PARTS = re.compile(r"(?:`([^`]+)`|([A-Za-z0-9_$]+))(?:\s*\.\s*(?:`([^`]+)`|([A-Za-z0-9_$]+)))?")
+
+
+def parse_ddl(sql: str, default_db: str) -> tuple[str, list[tuple[str, str]]] | None:
+    """(Canal type, [(database, table), ...]) of a DDL or TRUNCATE statement, or None for other statements.
+
+    >>> parse_ddl("ALTER TABLE `shop`.user_info_1 ADD COLUMN x INT", "other")
+    ('ALTER', [('shop', 'user_info_1')])
+    >>> parse_ddl("RENAME TABLE a TO b, c TO d", "shop")
+    ('RENAME', [('shop', 'a'), ('shop', 'b'), ('shop', 'c'), ('shop', 'd')])
+    """
+    body = _LEADING_COMMENTS.sub("", sql, count=1)
+    for kind, pattern in _DDL_PATTERNS:
+        match = pattern.match(body)
+        if match:
+            names = []
+            for q1, p1, q2, p2 in _NAME_PARTS.findall(match.group(1)):
+                first, second = q1 or p1, q2 or p2
+                if not second and p1.upper() == "TO":
+                    continue
+                db, table = (first, second) if second else (default_db, first)
+                if (db, table) not in names:
+                    names.append((db, table))
+            return kind, names
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------- types
+_TYPE_NAMES = {
+    FIELD_TYPE.DECIMAL: "decimal",
+    FIELD_TYPE.NEWDECIMAL: "decimal",
+    FIELD_TYPE.TINY: "tinyint",
+    FIELD_TYPE.SHORT: "smallint",
+    FIELD_TYPE.INT24: "mediumint",
+    FIELD_TYPE.LONG: "int",
+    FIELD_TYPE.LONGLONG: "bigint",
+    FIELD_TYPE.FLOAT: "float",
+    FIELD_TYPE.DOUBLE: "double",
+    FIELD_TYPE.TIMESTAMP: "timestamp",
+    FIELD_TYPE.TIMESTAMP2: "timestamp",
+    FIELD_TYPE.DATETIME: "datetime",
+    FIELD_TYPE.DATETIME2: "datetime",
+    FIELD_TYPE.DATE: "date",
+    FIELD_TYPE.NEWDATE: "date",
+    FIELD_TYPE.TIME: "time",
+    FIELD_TYPE.TIME2: "time",
+    FIELD_TYPE.YEAR: "year",
+    FIELD_TYPE.VARCHAR: "varchar",
+    FIELD_TYPE.VAR_STRING: "varchar",
+    FIELD_TYPE.STRING: "char",
+    FIELD_TYPE.BIT: "bit",
+    FIELD_TYPE.JSON: "json",
+    FIELD_TYPE.ENUM: "enum",
+    FIELD_TYPE.SET: "set",
+    FIELD_TYPE.TINY_BLOB: "blob",
+    FIELD_TYPE.MEDIUM_BLOB: "blob",
+    FIELD_TYPE.LONG_BLOB: "blob",
+    FIELD_TYPE.BLOB: "blob",
+    FIELD_TYPE.GEOMETRY: "geometry",
+}
+# java.sql.Types codes, as Canal's `sqlType` carries them (informational).
+_JDBC_TYPES = {
+    "tinyint": -6,
+    "smallint": 5,
+    "mediumint": 4,
+    "int": 4,
+    "bigint": -5,
+    "float": 7,
+    "double": 8,
+    "decimal": 3,
+    "date": 91,
+    "time": 92,
+    "datetime": 93,
+    "timestamp": 93,
+    "year": 12,
+    "varchar": 12,
+    "char": 1,
+    "text": 2005,
+    "blob": 2004,
+    "varbinary": -3,
+    "binary": -2,
+    "bit": -7,
+    "json": 12,
+    "enum": 4,
+    "set": -7,
+    "geometry": -2,
+}
+
+
+def _column_type(column: Any) -> str:
+    name = _TYPE_NAMES.get(column.type, f"type{column.type}")
+    charset = (getattr(column, "character_set_name", None) or "").lower()
+    if name == "blob" and charset and charset != "binary":
+        name = "text"
+    elif name in ("varchar", "char") and charset == "binary":
+        name = "varbinary" if name == "varchar" else "binary"
+    if getattr(column, "unsigned", False) and name in ("tinyint", "smallint", "mediumint", "int", "bigint"):
+        name += " unsigned"
+    return name
+
+
+# ---------------------------------------------------------------------------------------------------- collector
+@dataclass
+class CollectStats:
+    messages: int = 0
+    row_changes: int = 0
+    statements: int = 0  # DDL and TRUNCATE messages
+    heartbeats: int = 0
+    commits: int = 0
+    checkpoints: int = 0
+    stopped_by: str = ""
+    start_gtid: str | None = None
+    reconnects: int = 0
+    state: CollectorState | None = None
+    per_table: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Group:
+    gtid: str | None = None
+    domain: int | None = None
+    in_txn: bool = False
+
+
+class Collector:
+    """`Collector(mysql, producer_config, source, state).run(once=True)`; `stop()` ends `run` cleanly."""
+
+    def __init__(
+        self,
+        mysql: MysqlSettings,
+        producer_config: dict[str, Any],
+        source: SourceConfig,
+        state: str | Path | StateStore,
+        *,
+        start: str = "earliest",
+        flush_interval_s: float = 1.0,
+        flush_max_messages: int = 5000,
+        heartbeat_interval_s: float = 30.0,
+        server_heartbeat_s: float = 1.0,
+    ):
+        self.mysql = mysql
+        self.producer_config = {**PRODUCER_DEFAULTS, **producer_config}
+        self.source = source
+        self.store: StateStore = FileStateStore(state) if isinstance(state, (str, Path)) else state
+        if start not in START_MODES and not _START_POSITION.match(start):
+            raise CollectorError(
+                f"start must be earliest, current, a GTID position (0-1-42) or file:pos, got {start!r}"
+            )
+        self.start = start
+        self.flush_interval_s = flush_interval_s
+        self.flush_max_messages = max(1, flush_max_messages)
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.server_heartbeat_s = server_heartbeat_s
+        self._stop = threading.Event()
+        self._dbs: dict[str, DatabaseConfig] = {db.name: db for db in source.databases}
+        self._rules = {db.name: db.shard_rules for db in source.databases}
+
+    def stop(self) -> None:
+        """Ask `run` to stop after the current event (safe from a signal handler or another thread)."""
+        self._stop.set()
+
+    # ------------------------------------------------------------------ run
+    def run(self, once: bool = False) -> CollectStats:
+        """Read the binlog from the saved position; with `once`, stop at the current end of the binlog."""
+        try:
+            return self._run(once)
+        except pymysql.err.Error as exc:
+            # e.g. 1236 "could not find GTID state requested by slave": the start position was purged.
+            raise CollectorError(f"binlog stream from {self.mysql.describe()}: {exc.args[-1]}") from exc
+        except KafkaException as exc:
+            raise CollectorError(f"Kafka at {self.producer_config.get('bootstrap.servers')}: {exc}") from exc
+
+    def _run(self, once: bool) -> CollectStats:
+        self._stats = CollectStats()
+        self._check_server()
+        saved = self.store.load()
+        if saved is not None and saved.source_id != self.source.source_id:
+            raise CollectorError(
+                f"state belongs to source {saved.source_id!r}, the config says {self.source.source_id!r}"
+            )
+        self._saved = saved
+        self._pending: CollectorState | None = None
+        self._gtids: dict[int, str] = _parse_gtid_pos(saved.gtid_pos if saved else None)
+        self._group = _Group()
+        self._delivery_errors: list[str] = []
+        self._since_flush = 0
+        self._last_flush = time.monotonic()
+        self._last_heartbeat = 0.0
+        self._last_commit_es: int | None = saved.event_ts_ms if saved else None
+        self._seq = 0
+        self._producer: Producer | None = Producer(self.producer_config)
+        self._partitions = {
+            db.topic: ensure_topic(self.producer_config, db.topic, self.source.topic_partitions)
+            for db in self.source.databases
+        }
+        end = self._binlog_end() if once else None
+        stream = self._open_stream(saved, once)
+        stopped_by = "eof"
+        try:
+            while True:
+                if self._stop.is_set():
+                    stopped_by = "stop"
+                    break
+                event = stream.fetchone()
+                if event is None:
+                    break
+                self._handle(event, stream)
+                self._maybe_checkpoint()
+                if end is not None and not self._group.in_txn:
+                    # `once`: stop at the end the binlog had when the run began, or when the server says it
+                    # has nothing more (heartbeat), whichever comes first.
+                    if isinstance(event, HeartbeatLogEvent) or _at_or_after(
+                        stream.log_file, stream.log_pos, end
+                    ):
+                        break
+            self._checkpoint(heartbeat=False)
+            if stopped_by == "eof" and not self._group.in_txn:
+                self._send_heartbeats(int(time.time() * 1000))
+        finally:
+            stream.close()
+            remaining = self._producer.flush(30)
+            if remaining:
+                log.error("%d messages still undelivered when the collector stopped", remaining)
+            self._producer = None  # librdkafka's threads end with the last reference
+        self._stats.stopped_by = stopped_by
+        self._stats.state = self._saved
+        return self._stats
+
+    def _check_server(self) -> None:
+        """The binlog settings a correct capture depends on; the flavor must match the server."""
+        try:
+            conn = pymysql.connect(**self.mysql.pymysql_kwargs(), connect_timeout=10)
+        except pymysql.err.Error as exc:
+            raise CollectorError(f"cannot connect to {self.mysql.describe()}: {exc.args[-1]}") from exc
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT VERSION()")
+                version = cur.fetchone()[0]
+                cur.execute(
+                    "SHOW GLOBAL VARIABLES WHERE Variable_name IN "
+                    "('log_bin', 'binlog_format', 'binlog_row_image', 'binlog_row_metadata')"
+                )
+                variables = {name.lower(): str(value).upper() for name, value in cur.fetchall()}
+        finally:
+            conn.close()
+        is_mariadb = "MARIADB" in version.upper()
+        if is_mariadb != (self.source.flavor == "mariadb"):
+            raise CollectorError(
+                f"{self.mysql.describe()} runs {version}, but the config says flavor {self.source.flavor!r}"
+            )
+        if variables.get("log_bin") != "ON":
+            raise CollectorError(
+                f"{self.mysql.describe()}: the binary log is off (start the server with --log-bin)"
+            )
+        if variables.get("binlog_format") != "ROW":
+            raise CollectorError(
+                f"{self.mysql.describe()}: binlog_format is {variables.get('binlog_format')}, need ROW"
+            )
+        if variables.get("binlog_row_metadata", "FULL") != "FULL":
+            raise CollectorError(
+                f"{self.mysql.describe()}: binlog_row_metadata is {variables.get('binlog_row_metadata')}, need FULL "
+                "(without it rows arrive without column names)"
+            )
+        if variables.get("binlog_row_image") != "FULL":
+            log.warning(
+                "%s: binlog_row_image is %s: columns that were not logged are left out of the row images",
+                self.mysql.describe(),
+                variables.get("binlog_row_image"),
+            )
+
+    def _open_stream(self, saved: CollectorState | None, once: bool) -> BinLogStreamReader:
+        kwargs: dict[str, Any] = dict(
+            connection_settings=self.mysql.replication_settings(),
+            server_id=self.source.replica_server_id,
+            only_events=ONLY_EVENTS,
+            only_schemas=list(self._dbs),
+            # Always blocking: a non-blocking dump makes MariaDB 10.11 reset the connection at the end of the
+            # binlog, discarding what the client had not read yet; `once` stops at the end position instead.
+            blocking=True,
+            slave_heartbeat=min(self.server_heartbeat_s, ONCE_HEARTBEAT_S)
+            if once
+            else self.server_heartbeat_s,
+            resume_stream=True,
+            enable_logging=False,
+            pymysql_wrapper=self._connect,
+        )
+        if self.source.flavor == "mariadb":
+            kwargs["is_mariadb"] = True
+            gtid = saved.gtid_pos if saved else self._start_gtid()
+            if gtid:
+                kwargs["auto_position"] = gtid
+            self._stats.start_gtid = gtid
+        else:
+            if saved is not None:
+                kwargs["log_file"], kwargs["log_pos"] = saved.binlog_file, saved.binlog_pos
+            elif self.start == "earliest":
+                kwargs["log_file"], kwargs["log_pos"] = self._first_binlog(), 4
+            elif ":" in self.start:
+                file_name, _, pos = self.start.rpartition(":")
+                kwargs["log_file"], kwargs["log_pos"] = file_name, int(pos)
+        self._stream_connects = 0
+        self._stream = BinLogStreamReader(**kwargs)
+        return self._stream
+
+    def _connect(self, **settings: Any) -> pymysql.Connection:
+        """python-mysql-replication's connection factory, hooked to make its reconnects resume at a commit.
+
+        The library reconnects by itself when the server drops the stream (2013/2006; MariaDB resets a
+        non-blocking dump at the end of the binlog now and then). It would resume at its own start settings: on
+        MariaDB the GTID it was created with (replaying everything since, again and again), on MySQL the last
+        event's position, possibly inside a transaction whose table-map events it would then never see. So
+        before the stream connection is re-opened, point it at the last commit read: the partial transaction is
+        read again and its changes sent again under the same identities.
+        """
+        if "db" not in settings:  # the control connection reads information_schema; the stream has no db
+            self._stream_connects += 1
+            if self._stream_connects > 1:
+                self._resume_at_last_commit()
+        return pymysql.connect(**settings)
+
+    def _resume_at_last_commit(self) -> None:
+        stream = self._stream
+        last = self._pending or self._saved
+        if self.source.flavor == "mariadb":
+            stream.auto_position = last.gtid_pos if last else self._stats.start_gtid
+        elif last is not None:
+            stream.log_file, stream.log_pos = last.binlog_file, last.binlog_pos
+        self._group = _Group()
+        self._stats.reconnects += 1
+        log.warning(
+            "binlog stream of %s lost; reconnecting at %s",
+            self.mysql.describe(),
+            f"{last.binlog_file}:{last.binlog_pos} gtid {last.gtid_pos}" if last else "the start position",
+        )
+
+    def _binlog_end(self) -> tuple[str, int]:
+        """The binlog file and position where the next event will be written (SHOW MASTER STATUS)."""
+        conn = pymysql.connect(**self.mysql.pymysql_kwargs(), connect_timeout=10)
+        try:
+            with conn.cursor() as cur:
+                try:
+                    cur.execute("SHOW MASTER STATUS")
+                except pymysql.err.ProgrammingError:
+                    cur.execute("SHOW BINARY LOG STATUS")  # MySQL 8.4
+                row = cur.fetchone()
+        finally:
+            conn.close()
+        if row is None:
+            raise CollectorError(
+                f"{self.mysql.describe()}: SHOW MASTER STATUS is empty: the binary log is off"
+            )
+        return row[0], int(row[1])
+
+    def _start_gtid(self) -> str | None:
+        """Where a first run starts on MariaDB: all retained binlogs, the current end, a GTID position, or the
+        GTID position of a `file:pos` (MariaDB's BINLOG_GTID_POS)."""
+        if self.start == "earliest":
+            return None
+        if self.start != "current" and ":" not in self.start:
+            return self.start
+        conn = pymysql.connect(**self.mysql.pymysql_kwargs())
+        try:
+            with conn.cursor() as cur:
+                if self.start == "current":
+                    cur.execute("SELECT @@GLOBAL.gtid_binlog_pos")
+                else:
+                    file_name, _, pos = self.start.rpartition(":")
+                    cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file_name, int(pos)))
+                return cur.fetchone()[0] or None
+        finally:
+            conn.close()
+
+    def _first_binlog(self) -> str:
+        conn = pymysql.connect(**self.mysql.pymysql_kwargs())
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SHOW BINARY LOGS")
+                rows = cur.fetchall()
+        finally:
+            conn.close()
+        if not rows:
+            raise CollectorError(f"{self.mysql.describe()}: SHOW BINARY LOGS lists no binlog")
+        return rows[0][0]
+
+    # ------------------------------------------------------------------ events
+    def _handle(self, event: Any, stream: BinLogStreamReader) -> None:
+        if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
+            self._on_rows(event, stream)
+        elif isinstance(event, XidEvent):
+            self._on_commit(event, stream)
+        elif isinstance(event, MariadbGtidEvent):
+            standalone = bool(event.flags & MARIADB_FL_STANDALONE)
+            self._group = _Group(gtid=event.gtid, domain=event.domain_id, in_txn=not standalone)
+        elif isinstance(event, GtidEvent):
+            self._group = _Group(gtid=event.gtid, domain=None, in_txn=False)
+        elif isinstance(event, QueryEvent):
+            self._on_query(event, stream)
+        elif isinstance(event, HeartbeatLogEvent):
+            # The server sends these only when it has nothing else to send: caught up.
+            if not self._group.in_txn:
+                self._checkpoint(heartbeat=False)
+                if time.monotonic() - self._last_heartbeat >= self.heartbeat_interval_s:
+                    self._send_heartbeats(int(time.time() * 1000))
+
+    def _on_query(self, event: QueryEvent, stream: BinLogStreamReader) -> None:
+        query = event.query.strip()
+        head = query[:10].upper()
+        if head.startswith("BEGIN") or head.startswith("START TRAN"):
+            self._group.in_txn = True
+            return
+        if head.startswith("COMMIT") or (head.startswith("ROLLBACK") and " TO " not in query.upper()):
+            self._on_commit(event, stream)
+            return
+        schema = event.schema.decode() if isinstance(event.schema, bytes) else (event.schema or "")
+        parsed = parse_ddl(query, schema)
+        if parsed is not None:
+            kind, names = parsed
+            self._send_statement(event, stream, kind, names, query)
+        if not self._group.in_txn:
+            self._on_commit(event, stream)  # DDL commits by itself
+
+    def _send_statement(
+        self, event: QueryEvent, stream, kind: str, names: list[tuple[str, str]], sql: str
+    ) -> None:
+        start = event.packet.log_pos - event.packet.event_size
+        idx = 0
+        for db_name, table in names:
+            db = self._dbs.get(db_name)
+            logical = self._rules[db_name].fold(table) if db else None
+            if db is None or logical is None:
+                continue
+            message = BinlogMessage(
+                type=kind,
+                source_id=self.source.source_id,
+                database=db_name,
+                table=table,
+                es=event.timestamp * 1000,
+                binlog_file=stream.log_file,
+                binlog_pos=start,
+                row_idx=idx,
+                gtid=self._group.gtid,
+                server_id=event.packet.server_id,
+                pk_names=list(db.table(logical).primary_key),
+                sql=sql,
+            )
+            idx += 1
+            self._send(db.topic, message, key=None, partition=0)
+            self._stats.statements += 1
+            self._count(db_name, logical)
+
+    def _on_rows(self, event: Any, stream: BinLogStreamReader) -> None:
+        db = self._dbs.get(event.schema)
+        logical = self._rules[event.schema].fold(event.table) if db else None
+        if db is None or logical is None:
+            return
+        table = db.table(logical)
+        start = event.packet.log_pos - event.packet.event_size
+        binlog_pk = event.primary_key
+        pk_names = (
+            [binlog_pk]
+            if isinstance(binlog_pk, str) and binlog_pk
+            else list(binlog_pk or ()) or list(table.primary_key)
+        )
+        mysql_type = {c.name: _column_type(c) for c in event.columns if c.name}
+        sql_type = {name: _JDBC_TYPES.get(t.split()[0], 1111) for name, t in mysql_type.items()}
+        if isinstance(event, WriteRowsEvent):
+            kind = "INSERT"
+        elif isinstance(event, UpdateRowsEvent):
+            kind = "UPDATE"
+        else:
+            kind = "DELETE"
+        for idx, row in enumerate(event.rows):
+            before = after = None
+            if kind == "UPDATE":
+                before = _image(row["before_values"], row.get("before_none_sources"))
+                after = _image(row["after_values"], row.get("after_none_sources"), before)
+                data, old = after, update_old_values(before, after)
+            else:
+                data = _image(row["values"], row.get("none_sources"))
+                old = None
+            message = BinlogMessage(
+                type=kind,
+                source_id=self.source.source_id,
+                database=db.name,
+                table=event.table,
+                es=event.timestamp * 1000,
+                binlog_file=stream.log_file,
+                binlog_pos=start,
+                row_idx=idx,
+                gtid=self._group.gtid,
+                server_id=event.packet.server_id,
+                pk_names=pk_names,
+                data=data,
+                old=old,
+                before=before,
+                mysql_type=mysql_type,
+                sql_type=sql_type,
+            )
+            key = f"{logical}|" + json.dumps([data.get(c) for c in table.primary_key], separators=(",", ":"))
+            self._send(db.topic, message, key=key.encode("utf-8"))
+            self._stats.row_changes += 1
+            self._count(db.name, logical)
+
+    def _on_commit(self, event: Any, stream: BinLogStreamReader) -> None:
+        if self._group.gtid and self._group.domain is not None:
+            self._gtids[self._group.domain] = self._group.gtid
+        self._pending = CollectorState(
+            source_id=self.source.source_id,
+            binlog_file=stream.log_file,
+            binlog_pos=event.packet.log_pos,
+            gtid_pos=_format_gtid_pos(self._gtids),
+            event_ts_ms=event.timestamp * 1000,
+        )
+        self._last_commit_es = event.timestamp * 1000
+        self._group = _Group()
+        self._stats.commits += 1
+
+    def _count(self, db: str, logical: str) -> None:
+        key = f"{db}.{logical}"
+        self._stats.per_table[key] = self._stats.per_table.get(key, 0) + 1
+
+    # ------------------------------------------------------------------ producing
+    def _send(
+        self, topic: str, message: BinlogMessage, key: bytes | None, partition: int | None = None
+    ) -> None:
+        self._seq += 1
+        message.id = self._seq
+        message.ts = int(time.time() * 1000)
+        value = encode(message)
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self._on_delivery}
+        if partition is not None:
+            kwargs["partition"] = partition
+        while True:
+            try:
+                self._producer.produce(topic, **kwargs)
+                break
+            except BufferError:
+                # A large transaction filled the local queue: let deliveries drain (state is not saved here).
+                self._producer.poll(0.5)
+        self._producer.poll(0)
+        self._since_flush += 1
+        self._stats.messages += 1
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._delivery_errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+    def _flush(self) -> None:
+        remaining = self._producer.flush(60)
+        if remaining or self._delivery_errors:
+            first = self._delivery_errors[0] if self._delivery_errors else "timed out"
+            raise CollectorError(
+                f"{remaining} messages undelivered and {len(self._delivery_errors)} delivery errors (first: {first}); "
+                "the resume position was not saved, a restart repeats these changes"
+            )
+        self._since_flush = 0
+        self._last_flush = time.monotonic()
+
+    def _maybe_checkpoint(self) -> None:
+        if self._pending is None:
+            return
+        if (
+            self._since_flush >= self.flush_max_messages
+            or time.monotonic() - self._last_flush >= self.flush_interval_s
+        ):
+            self._checkpoint()
+
+    def _checkpoint(self, heartbeat: bool = True) -> None:
+        """Flush, then save the last commit position (never a position inside a transaction)."""
+        if self._pending is None:
+            if self._since_flush:
+                self._flush()
+            return
+        self._flush()
+        state = CollectorState(**{**asdict(self._pending), "saved_at_ms": int(time.time() * 1000)})
+        self.store.save(state)
+        self._saved = state
+        self._pending = None
+        self._stats.checkpoints += 1
+        due = time.monotonic() - self._last_heartbeat >= self.heartbeat_interval_s
+        if heartbeat and due and self._last_commit_es is not None:
+            self._send_heartbeats(self._last_commit_es)
+
+    def _send_heartbeats(self, es_ms: int) -> None:
+        """Tell every partition: all changes with event time up to `es_ms` have been sent (and flushed)."""
+        self._flush()
+        for db in self.source.databases:
+            for partition in range(self._partitions[db.topic]):
+                message = BinlogMessage(
+                    type=HEARTBEAT,
+                    source_id=self.source.source_id,
+                    database=db.name,
+                    table="",
+                    es=es_ms,
+                    binlog_file=self._saved.binlog_file if self._saved else "",
+                    binlog_pos=self._saved.binlog_pos if self._saved else 0,
+                    gtid=self._saved.gtid_pos if self._saved else None,
+                )
+                self._send(db.topic, message, key=None, partition=partition)
+                self._stats.heartbeats += 1
+        self._flush()
+        self._last_heartbeat = time.monotonic()
+
+
+def _image(values: dict[str, Any], none_sources: dict[str, str] | None, before: dict | None = None) -> dict:
+    """A row image as canonical strings; columns the binlog did not log (MINIMAL image) are left out."""
+    sources = none_sources or {}
+    image = {}
+    for name, value in values.items():
+        source = sources.get(name)
+        if source == NONE_SOURCE.COLS_BITMAP:
+            continue
+        if source == NONE_SOURCE.JSON_PARTIAL_UPDATE and before is not None and name in before:
+            image[name] = before[name]
+            continue
+        image[name] = canonical_value(value)
+    return image
+
+
+def _at_or_after(log_file: str | None, log_pos: int | None, end: tuple[str, int]) -> bool:
+    if not log_file or log_pos is None:
+        return False
+    return (binlog_file_seq(log_file), log_pos) >= (binlog_file_seq(end[0]), end[1])
+
+
+def _parse_gtid_pos(text: str | None) -> dict[int, str]:
+    gtids: dict[int, str] = {}
+    for part in (text or "").split(","):
+        part = part.strip()
+        if part:
+            gtids[int(part.split("-", 1)[0])] = part
+    return gtids
+
+
+def _format_gtid_pos(gtids: dict[int, str]) -> str | None:
+    return ",".join(gtids[d] for d in sorted(gtids)) or None
+
+
+def collect(
+    mysql: MysqlSettings,
+    producer_config: dict[str, Any],
+    source: SourceConfig,
+    state: str | Path | StateStore,
+    once: bool = True,
+    **options: Any,
+) -> CollectStats:
+    """One call: build a `Collector` and run it."""
+    return Collector(mysql, producer_config, source, state, **options).run(once=once)

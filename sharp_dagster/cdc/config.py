@@ -1,0 +1,300 @@
+"""The CDC source configuration: which server, databases and tables are captured, and how they land.
+
+One YAML file describes one source (a MySQL/MariaDB server the collector reads the binlog of):
+
+    source_id: shop-mariadb          # part of every change's identity (event_uid); never change it later
+    flavor: mariadb                  # mariadb (resume by GTID) or mysql (resume by file + position)
+    replica_server_id: 4101          # the server id the collector registers with; unique among replicas
+    lateness_minutes: 15             # an hour is done when the watermark passed hour end + this
+    topic_partitions: 2              # partitions of each binlog topic the collector creates
+    databases:
+      - name: shop                   # source database; raw table original_binlog.shop
+        topic: binlog.shop           # default: binlog.<name>
+        tables:
+          - name: user_info          # logical table (the raw table's table_name partition)
+            shard_regex: 'user_info_(\\d+)'   # physical names, matched whole; default: the name itself
+            primary_key: [id]
+            business_key: [user_code]        # optional: the merge key when it is not the primary key
+          - name: orders
+            primary_key: [order_id]
+
+`load_source_config(path)` raises `ConfigError` naming the file and the field. `MysqlSettings` holds where the
+source server is; its password never appears in a repr or a log line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sharp_dagster.cdc.shards import ShardRule, ShardRules
+
+PASSWORD_ENV = "SHARP_CDC_MYSQL_PASSWORD"
+DEFAULT_TOPIC_TEMPLATE = "binlog.{database}"
+FLAVORS = ("mariadb", "mysql")
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_SOURCE_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+class ConfigError(ValueError):
+    """A CDC configuration problem; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """A logical table: its physical shards (by regex), its primary key, and optionally a business key."""
+
+    name: str
+    primary_key: tuple[str, ...]
+    shard_regex: str | None = None
+    business_key: tuple[str, ...] | None = None
+
+    @property
+    def rule(self) -> ShardRule:
+        return ShardRule(self.name, self.shard_regex)
+
+    @property
+    def merge_key(self) -> tuple[str, ...]:
+        return self.business_key or self.primary_key
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    name: str
+    topic: str
+    tables: tuple[TableConfig, ...]
+
+    @property
+    def shard_rules(self) -> ShardRules:
+        return ShardRules(t.rule for t in self.tables)
+
+    def table(self, logical: str) -> TableConfig:
+        for t in self.tables:
+            if t.name == logical:
+                return t
+        raise KeyError(f"database {self.name}: no table {logical!r} configured")
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    source_id: str
+    databases: tuple[DatabaseConfig, ...]
+    flavor: str = "mariadb"
+    replica_server_id: int = 4101
+    lateness_minutes: int = 15
+    topic_partitions: int = 1
+    path: Path | None = field(default=None, compare=False)
+
+    def database(self, name: str) -> DatabaseConfig:
+        for db in self.databases:
+            if db.name == name:
+                return db
+        raise KeyError(f"{self.path or 'CDC config'}: no database {name!r} configured")
+
+    @property
+    def database_names(self) -> list[str]:
+        return [db.name for db in self.databases]
+
+    def only(self, names: list[str] | None) -> SourceConfig:
+        """The same source restricted to some of its databases (all when `names` is empty)."""
+        if not names:
+            return self
+        missing = [n for n in names if n not in self.database_names]
+        if missing:
+            raise ConfigError(f"{self.path or 'CDC config'}: databases not configured: {', '.join(missing)}")
+        kept = tuple(db for db in self.databases if db.name in names)
+        return SourceConfig(
+            self.source_id,
+            kept,
+            self.flavor,
+            self.replica_server_id,
+            self.lateness_minutes,
+            self.topic_partitions,
+            self.path,
+        )
+
+
+@dataclass(frozen=True)
+class MysqlSettings:
+    """Where the source server is. Build it with `from_env` so the password comes from `SHARP_CDC_MYSQL_PASSWORD`."""
+
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str = "root"
+    password: str = field(default="", repr=False)
+
+    @classmethod
+    def from_env(cls, host: str, port: int, user: str, env: str = PASSWORD_ENV) -> MysqlSettings:
+        return cls(host=host, port=int(port), user=user, password=os.environ.get(env, ""))
+
+    def replication_settings(self) -> dict[str, Any]:
+        """Connection settings in python-mysql-replication's form."""
+        return {"host": self.host, "port": self.port, "user": self.user, "passwd": self.password}
+
+    def pymysql_kwargs(self) -> dict[str, Any]:
+        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password}
+
+    def describe(self) -> str:
+        """`user@host:port`, for messages (never the password)."""
+        return f"{self.user}@{self.host}:{self.port}"
+
+
+# ---------------------------------------------------------------------------------------------------- loading
+def load_source_config(path: str | Path) -> SourceConfig:
+    """Read and validate a source YAML file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the CDC config: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    return source_config_from_dict(data, origin=str(path), path=path)
+
+
+def source_config_from_dict(
+    data: Any, origin: str = "<CDC config>", path: Path | None = None
+) -> SourceConfig:
+    r = _Reader(origin)
+    top = r.mapping(data, "")
+    r.no_unknown(
+        top,
+        "",
+        {"source_id", "flavor", "replica_server_id", "lateness_minutes", "topic_partitions", "databases"},
+    )
+    source_id = r.string(top, "source_id", pattern=_SOURCE_ID, hint="letters, digits and _.:-")
+    flavor = r.string(top, "flavor", default="mariadb")
+    if flavor not in FLAVORS:
+        r.fail("flavor", f"expected one of {', '.join(FLAVORS)}, got {flavor!r}")
+    replica_server_id = r.integer(top, "replica_server_id", default=4101, minimum=1, maximum=2**32 - 1)
+    lateness = r.integer(top, "lateness_minutes", default=15, minimum=0, maximum=7 * 24 * 60)
+    partitions = r.integer(top, "topic_partitions", default=1, minimum=1, maximum=1000)
+    raw_dbs = top.get("databases")
+    if not isinstance(raw_dbs, list) or not raw_dbs:
+        r.fail("databases", "expected a non-empty list of databases")
+    databases: list[DatabaseConfig] = []
+    seen_db: set[str] = set()
+    for i, raw_db in enumerate(raw_dbs):
+        where = f"databases[{i}]"
+        db_map = r.mapping(raw_db, where)
+        r.no_unknown(db_map, where, {"name", "topic", "tables"})
+        name = r.string(db_map, "name", where, pattern=_IDENT, hint="a plain identifier")
+        if name in seen_db:
+            r.fail(f"{where}.name", f"database {name!r} is listed twice")
+        seen_db.add(name)
+        topic = r.string(
+            db_map,
+            "topic",
+            where,
+            default=DEFAULT_TOPIC_TEMPLATE.format(database=name),
+            pattern=_TOPIC,
+            hint="a Kafka topic name",
+        )
+        raw_tables = db_map.get("tables")
+        if not isinstance(raw_tables, list) or not raw_tables:
+            r.fail(f"{where}.tables", "expected a non-empty list of tables")
+        tables: list[TableConfig] = []
+        seen_t: set[str] = set()
+        for j, raw_t in enumerate(raw_tables):
+            tw = f"{where}.tables[{j}]"
+            t_map = r.mapping(raw_t, tw)
+            r.no_unknown(t_map, tw, {"name", "shard_regex", "primary_key", "business_key"})
+            tname = r.string(t_map, "name", tw, pattern=_IDENT, hint="a plain identifier")
+            if tname in seen_t:
+                r.fail(f"{tw}.name", f"table {tname!r} is listed twice in database {name}")
+            seen_t.add(tname)
+            regex = r.string(t_map, "shard_regex", tw, default=None)
+            if regex is not None:
+                try:
+                    re.compile(regex)
+                except re.error as exc:
+                    r.fail(f"{tw}.shard_regex", f"bad regular expression {regex!r}: {exc}")
+            pk = r.columns(t_map, "primary_key", tw, required=True)
+            bk = r.columns(t_map, "business_key", tw, required=False)
+            tables.append(TableConfig(tname, pk, regex, bk))
+        databases.append(DatabaseConfig(name, topic, tuple(tables)))
+    topics = [db.topic for db in databases]
+    if len(set(topics)) != len(topics):
+        r.fail("databases", "two databases share one topic; each source database has its own topic")
+    return SourceConfig(source_id, tuple(databases), flavor, replica_server_id, lateness, partitions, path)
+
+
+class _Reader:
+    """Field access with errors of the form `<file>: <field path>: <problem>`."""
+
+    def __init__(self, origin: str):
+        self.origin = origin
+
+    def fail(self, where: str, problem: str) -> None:
+        location = f"{self.origin}: {where}" if where else self.origin
+        raise ConfigError(f"{location}: {problem}")
+
+    @staticmethod
+    def _join(where: str, key: str) -> str:
+        return f"{where}.{key}" if where else key
+
+    def mapping(self, value: Any, where: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            self.fail(where or "top level", f"expected a mapping, got {type(value).__name__}")
+        return value
+
+    def no_unknown(self, mapping: Mapping[str, Any], where: str, known: set[str]) -> None:
+        unknown = sorted(set(mapping) - known)
+        if unknown:
+            self.fail(
+                where or "top level",
+                f"unknown field(s) {', '.join(map(str, unknown))}; known: {', '.join(sorted(known))}",
+            )
+
+    def string(
+        self, mapping, key, where="", default: Any = ..., pattern: re.Pattern | None = None, hint: str = ""
+    ) -> Any:
+        field_path = self._join(where, key)
+        if key not in mapping or mapping[key] is None:
+            if default is ...:
+                self.fail(field_path, "required")
+            return default
+        value = mapping[key]
+        if not isinstance(value, str) or not value:
+            self.fail(field_path, f"expected a non-empty string, got {value!r}")
+        if pattern is not None and not pattern.match(value):
+            self.fail(field_path, f"{value!r} is not {hint or 'valid'}")
+        return value
+
+    def integer(
+        self, mapping, key, where="", default: Any = ..., minimum: int = 0, maximum: int = 2**63
+    ) -> int:
+        field_path = self._join(where, key)
+        if key not in mapping or mapping[key] is None:
+            if default is ...:
+                self.fail(field_path, "required")
+            return default
+        value = mapping[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            self.fail(field_path, f"expected an integer from {minimum} to {maximum}, got {value!r}")
+        return value
+
+    def columns(self, mapping, key, where, required: bool) -> tuple[str, ...] | None:
+        field_path = self._join(where, key)
+        value = mapping.get(key)
+        if value is None:
+            if required:
+                self.fail(field_path, "required: a list of column names")
+            return None
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not value or not all(isinstance(c, str) and c for c in value):
+            self.fail(field_path, f"expected a non-empty list of column names, got {value!r}")
+        if len(set(value)) != len(value):
+            self.fail(field_path, f"column listed twice in {value!r}")
+        return tuple(value)

@@ -1,0 +1,554 @@
+"""The daily binlog merge: fold one day of raw binlog rows into the state of an ODS table, on Spark.
+
+The state is the table's data columns plus `_binlog_seq` (the binlog position of the change that last touched the
+row) and `_deleted` (deleted keys stay as tombstones, so that a replayed older event cannot bring them back); the
+ODS table publishes the live rows (`published`). Everything that decides the result lives in this module:
+
+- Changes are ordered by binlog position (`binlog_seq`), never by timestamp or Kafka offset; ties (which one binlog
+  cannot produce) break on `event_uid` so that the result is deterministic.
+- An event at or before the key's state position is ignored, so replays and re-runs change nothing.
+- A full image (insert, snapshot read, delete, the new key of a key-changing update, a truncate) *resets* the row;
+  a plain update is a *partial* image that sets only the columns it carries. The day folds per key into: the
+  latest reset, and for each column the latest partial update carrying it. Combined with the state row this
+  gives exactly the sequential replay: a column takes the latest partial value newer than both the state and the
+  latest reset, else the reset's value (if newer than the state), else the state's value.
+- Duplicates (same `event_uid`) are the same binlog event with the same position and images: in the fold they
+  tie with themselves, so they need no separate de-duplication shuffle.
+
+Plan: the day's delta (one row per key, a small aggregate of the changes) is broadcast, and the state streams
+through a broadcast hash join without ever being shuffled; keys new to the state come from the delta minus the
+state's keys (a key-only scan of the state, semi-joined against the same broadcast). `strategy="shuffle"` uses a
+full outer join instead, for deltas too large to broadcast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Literal
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sharp_dagster.cdc.binlog_schema import FILE_FACTOR
+from sharp_dagster.cdc.schema_evolution import evolve_columns
+
+SEQ_COLUMN = "_binlog_seq"
+DELETED_COLUMN = "_deleted"
+SEQ_TYPE = "decimal(38,0)"
+ROW_OPS = ("c", "r", "u", "d")
+STATE_COLUMNS = (SEQ_COLUMN, DELETED_COLUMN)
+
+Strategy = Literal["broadcast", "shuffle"]
+
+_REQUIRED_CHANGE_COLUMNS = {
+    "binlog_seq",
+    "event_uid",
+    "op",
+    "source_table",
+    "before_json",
+    "after_json",
+    "ddl_sql",
+}
+
+
+@dataclass(frozen=True)
+class DayEvents:
+    """The table-level events of a day (few; held on the driver): truncates and DDL statements."""
+
+    # shard (the physical `source_table`), or None for the whole table -> position of its latest truncate
+    truncates: dict[str | None, int] = field(default_factory=dict)
+    ddl: tuple[str, ...] = ()
+
+
+def merge_key(
+    pk_names: Sequence[str], *, shard_column: str | None = None, business_key: Sequence[str] | None = None
+) -> list[str]:
+    """The key the merge folds on: a configured business key, else the primary key plus the shard column.
+
+    >>> merge_key(["id"], shard_column="source_table")
+    ['id', 'source_table']
+    """
+    if business_key:
+        return list(business_key)
+    key = list(pk_names)
+    if shard_column and shard_column.lower() not in {k.lower() for k in key}:
+        key.append(shard_column)
+    if not key:
+        raise ValueError(
+            "the table has no primary key and no business key is configured: cannot merge its binlog"
+        )
+    return key
+
+
+def initial_state(snapshot: DataFrame, snapshot_seq: int | None) -> DataFrame:
+    """A state from a snapshot of the source table, stamped with the binlog position it was taken at.
+
+    With `snapshot_seq` None every change of the binlog applies to the snapshot rows.
+    """
+    seq = F.lit(Decimal(snapshot_seq) if snapshot_seq is not None else None).cast(SEQ_TYPE)
+    data = [F.col(f"`{c}`") for c in snapshot.columns if c not in STATE_COLUMNS]
+    return snapshot.select(*data, seq.alias(SEQ_COLUMN), F.lit(False).alias(DELETED_COLUMN))
+
+
+def published(state: DataFrame) -> DataFrame:
+    """The rows the ODS table publishes: live rows, without the merge's bookkeeping columns."""
+    return state.where(~F.col(DELETED_COLUMN)).drop(*STATE_COLUMNS)
+
+
+def table_events(changes: DataFrame) -> DayEvents:
+    """Collect the day's truncates and DDL statements (one small Spark job over the changes)."""
+    rows = (
+        changes.where(F.col("op").isin("t", "ddl"))
+        .select("op", F.col("binlog_seq").cast(SEQ_TYPE).alias("seq"), "event_uid", "source_table", "ddl_sql")
+        .dropDuplicates(["event_uid"])
+        .collect()
+    )
+    truncates: dict[str | None, int] = {}
+    ddl = []
+    for row in sorted(rows, key=lambda r: (int(r.seq), r.event_uid or "")):
+        if row.op == "t":
+            truncates[row.source_table] = max(truncates.get(row.source_table, 0), int(row.seq))
+        elif row.ddl_sql:
+            ddl.append(row.ddl_sql)
+    return DayEvents(truncates, tuple(ddl))
+
+
+def latest_changes(
+    changes: DataFrame,
+    key_columns: Sequence[str],
+    *,
+    columns: Sequence[tuple[str, str]],
+    shard_column: str | None = None,
+    events: DayEvents | None = None,
+) -> DataFrame:
+    """The day's delta: the final row of every key the day touched (tombstones for keys it deleted).
+
+    It is the merge of the day into an empty state: columns that no change of the day carried are null, and a
+    truncate only shows on the keys of the day.
+    """
+    plan = _plan(None, changes, key_columns, columns, shard_column, events)
+    delta = _delta(changes, plan)
+    return delta.select(*_finalize(plan, base=None, delta_keys=True))
+
+
+def merge_day(
+    base: DataFrame | None,
+    changes: DataFrame,
+    key_columns: Sequence[str],
+    *,
+    columns: Sequence[tuple[str, str]] | None = None,
+    shard_column: str | None = None,
+    strategy: Strategy = "broadcast",
+    events: DayEvents | None = None,
+) -> DataFrame:
+    """The new state: `base` (the previous state, a snapshot from `initial_state`, or None) with `changes` applied.
+
+    `changes` holds the raw binlog rows of one logical table (`binlog_schema.RAW_BINLOG_COLUMNS`). The result has
+    the data columns of `base` (cast to `columns` where given; `columns` is required when `base` is None) plus the
+    columns that `columns` or the day's `ALTER TABLE ... ADD COLUMN` add, then `_binlog_seq` and `_deleted`.
+    `shard_column` names the column holding the physical table (`source_table`) of a sharded table: it scopes
+    truncates and belongs in `key_columns` (see `merge_key`) unless a business key is unique across shards.
+    `events` skips the small job that collects the day's truncates and DDL when the caller already has them.
+    """
+    if strategy not in ("broadcast", "shuffle"):
+        raise ValueError(f"unknown merge strategy {strategy!r}: use 'broadcast' or 'shuffle'")
+    plan = _plan(base, changes, key_columns, columns, shard_column, events)
+    delta = _delta(changes, plan)
+    if base is None:
+        return delta.select(*_finalize(plan, base=None, delta_keys=True))
+    state = _conform_base(base, plan)
+    if strategy == "shuffle":
+        joined = state.join(delta, _key_condition(plan, state, delta), "full_outer")
+        return joined.select(*_finalize(plan, base=state, delta_keys=None))
+    # The delta is small next to the state: broadcast it and stream the state past it, unshuffled. It is used
+    # three times (state rows, state keys, new keys): materialize it once, or the optimizer re-parses the day's
+    # JSON for each use (it pushes the anti join below the aggregate, so no exchange is reused).
+    delta = delta.localCheckpoint(eager=True)
+    kept = state.join(F.broadcast(delta), _key_condition(plan, state, delta), "left")
+    state_keys = state.select(*[F.col(f"`{k}`") for k in plan.keys])
+    delta_keys = delta.select(*_delta_key_names(plan))
+    matched = state_keys.join(
+        F.broadcast(delta_keys), _key_condition(plan, state_keys, delta_keys), "left_semi"
+    )
+    new = delta.join(F.broadcast(matched), _key_condition(plan, matched, delta), "left_anti")
+    return kept.select(*_finalize(plan, base=state, delta_keys=False)).unionByName(
+        new.select(*_finalize(plan, base=None, delta_keys=True))
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# internals
+
+
+@dataclass(frozen=True)
+class _Plan:
+    columns: list[tuple[str, str]]  # the result's data columns and Spark types
+    defaults: dict[str, str]  # column -> Spark SQL literal for rows that never carried it
+    keys: list[str]
+    shard: str | None
+    truncates: dict[str | None, int]
+
+    def type_of(self, name: str) -> str:
+        return next(t for c, t in self.columns if c.lower() == name.lower())
+
+    @property
+    def shard_in_key(self) -> bool:
+        return self.shard is not None and self.shard.lower() in {k.lower() for k in self.keys}
+
+    @property
+    def values(self) -> list[tuple[str, str]]:
+        """The data columns folded from the images: all but the key and the shard column."""
+        skip = {k.lower() for k in self.keys} | ({self.shard.lower()} if self.shard else set())
+        return [(c, t) for c, t in self.columns if c.lower() not in skip]
+
+
+def _plan(
+    base: DataFrame | None,
+    changes: DataFrame,
+    key_columns: Sequence[str],
+    columns: Sequence[tuple[str, str]] | None,
+    shard_column: str | None,
+    events: DayEvents | None,
+) -> _Plan:
+    missing = sorted(_REQUIRED_CHANGE_COLUMNS - {c.lower() for c in changes.columns})
+    if missing:
+        raise ValueError(
+            f"changes lack the raw binlog columns {missing} (expected binlog_schema.RAW_BINLOG_COLUMNS)"
+        )
+    if not key_columns:
+        raise ValueError("merge needs key columns (see merge_key)")
+    if base is None and columns is None:
+        raise ValueError("merge into no base needs the table's `columns`")
+    base_columns: list[tuple[str, str]] = []
+    if base is not None:
+        if SEQ_COLUMN not in base.columns:
+            raise ValueError(
+                f"base has no {SEQ_COLUMN} column: build it with initial_state(snapshot, binlog_seq)"
+            )
+        base_columns = [
+            (f.name, f.dataType.simpleString()) for f in base.schema if f.name not in STATE_COLUMNS
+        ]
+    target = list(columns or [])
+    known = {c.lower() for c, _ in target}
+    target += [(c, t) for c, t in base_columns if c.lower() not in known]
+    if shard_column and shard_column.lower() not in {c.lower() for c, _ in target}:
+        if base is not None:
+            raise ValueError(f"base lacks the shard column {shard_column!r}")
+        target.append((shard_column, "string"))
+    events = events if events is not None else table_events(changes)
+    target, defaults = evolve_columns(target, events.ddl)
+    names = {c.lower() for c, _ in target}
+    unknown = [k for k in key_columns if k.lower() not in names]
+    if unknown:
+        raise ValueError(f"key columns {unknown} are not columns of the table {[c for c, _ in target]}")
+    truncates = dict(events.truncates)
+    if not shard_column and truncates:
+        # Not sharded: a truncate of the (one) physical table truncates the whole logical table.
+        truncates = {None: max(truncates.values())}
+    return _Plan(target, defaults, list(key_columns), shard_column, truncates)
+
+
+def _conform_base(base: DataFrame, plan: _Plan) -> DataFrame:
+    present = {c.lower(): c for c in base.columns}
+    cols = []
+    for name, typ in plan.columns:
+        if name.lower() in present:
+            cols.append(F.col(f"`{present[name.lower()]}`").cast(typ).alias(name))
+        else:
+            cols.append(_default(plan, name, typ).alias(name))
+    deleted = (
+        F.coalesce(F.col(DELETED_COLUMN), F.lit(False)) if DELETED_COLUMN in base.columns else F.lit(False)
+    )
+    return base.select(
+        *cols, F.col(SEQ_COLUMN).cast(SEQ_TYPE).alias(SEQ_COLUMN), deleted.alias(DELETED_COLUMN)
+    )
+
+
+def _default(plan: _Plan, name: str, typ: str) -> Column:
+    literal = plan.defaults.get(name)
+    return (F.expr(literal) if literal is not None else F.lit(None)).cast(typ)
+
+
+def _delta_key_names(plan: _Plan) -> list[str]:
+    return [f"__k{i}" for i in range(len(plan.keys))]
+
+
+def _image_schema(names: Sequence[str]) -> str:
+    return ", ".join(f"`{name}` string" for name in names)
+
+
+def _exact_as_text(typ: str) -> bool:
+    """Whether a JSON number turns into text without loss for this type (Spark reads JSON floats as doubles)."""
+    typ = typ.lower().replace(" ", "")
+    if not typ.startswith("decimal"):
+        return True
+    precision = int(typ[len("decimal(") :].split(",")[0].rstrip(")")) if "(" in typ else 10
+    return precision <= 15
+
+
+def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
+    """One row per (key, event): updates that change the key also tombstone the old key.
+
+    Images are read with one `from_json` into a struct of strings (the cheapest parse Spark has), then cast to
+    the column types. A null field there is either a JSON null or a column the image does not carry; only when
+    that matters (a partial update, a default) are the image's keys listed to tell them apart. Decimals too wide
+    to survive Spark's double reading of JSON floats are read through a variant, which keeps them exact.
+    """
+    op = F.col("op")
+    key_names = [k for k in plan.keys if not (plan.shard and k.lower() == plan.shard.lower())]
+    value_names = [name for name, _ in plan.values]
+    image = _image_schema(key_names + value_names)
+    exact_via_variant = {name for name, typ in plan.values if not _exact_as_text(typ)}
+    seq = F.col("binlog_seq").cast(SEQ_TYPE)
+    parsed = changes.where(op.isin(*ROW_OPS)).select(
+        op,
+        seq.alias("seq"),
+        # Ordering compares two longs (file, position * 10^6 + row) instead of a 38-digit decimal.
+        F.expr(f"binlog_seq div {FILE_FACTOR}").alias("hi"),
+        (seq % F.lit(Decimal(FILE_FACTOR)).cast(SEQ_TYPE)).cast("bigint").alias("lo"),
+        F.col("event_uid").alias("uid"),
+        F.col("source_table").alias("src"),
+        F.col("after_json"),
+        F.col("before_json"),
+        F.from_json("after_json", image).alias("a"),
+        # The before image names the key of updates and deletes; the rest of it only matters when the key changes.
+        F.when(op.isin("u", "d"), F.from_json("before_json", _image_schema(key_names) or "`_` string")).alias(
+            "bk"
+        ),
+    )
+
+    new_key, old_key = [], []
+    for name in plan.keys:
+        if plan.shard and name.lower() == plan.shard.lower():
+            new_key += [F.col("src")]
+            old_key += [F.col("src")]
+            continue
+        typ = plan.type_of(name)
+        after_v, before_v = F.col("a")[name], F.col("bk")[name]
+        new_key.append(F.coalesce(after_v, before_v).cast(typ))
+        old_key.append(F.coalesce(before_v, after_v).cast(typ))
+    fields = parsed.select(
+        "op",
+        "seq",
+        "hi",
+        "lo",
+        "uid",
+        "src",
+        "after_json",
+        "before_json",
+        *[F.col("a")[name].alias(f"a{j}") for j, name in enumerate(value_names)],
+        *[k.alias(f"nk{i}") for i, k in enumerate(new_key)],
+        *[k.alias(f"ok{i}") for i, k in enumerate(old_key)],
+    )
+    same_key = F.lit(True)
+    for i in range(len(plan.keys)):
+        same_key = same_key & F.col(f"nk{i}").eqNullSafe(F.col(f"ok{i}"))
+    key_changed = (op == "u") & ~same_key
+    any_null = F.lit(False)
+    for j in range(len(value_names)):
+        any_null = any_null | F.col(f"a{j}").isNull()
+    # Which columns the after image carries: listed only when a field came out null and presence matters.
+    listing_needed = (op == "u") | (op.isin("c", "r") & F.lit(bool(plan.defaults)))
+    after_keys = F.when(listing_needed & any_null, F.json_object_keys("after_json"))
+    staged = fields.select("*", key_changed.alias("kc"), after_keys.alias("after_keys"))
+
+    def raw_after(j: int, name: str) -> Column:
+        if name in exact_via_variant:
+            return F.variant_get(F.parse_json("after_json"), _path(name), "string")
+        return F.col(f"a{j}")
+
+    def carried_after(j: int, name: str) -> Column:
+        return F.col(f"a{j}").isNotNull() | F.coalesce(F.array_contains("after_keys", name), F.lit(False))
+
+    def before_value(name: str, typ: str) -> Column:
+        # Only for key-changing updates (rare): the new row takes the columns the after image lacks from the
+        # before image, else the column default.
+        listed = F.coalesce(F.array_contains(F.json_object_keys("before_json"), name), F.lit(False))
+        raw = F.get_json_object("before_json", _path(name))
+        if name in exact_via_variant:
+            raw = F.variant_get(F.parse_json("before_json"), _path(name), "string")
+        return F.when(listed, raw.cast(typ)).otherwise(_default(plan, name, typ))
+
+    kc, tomb_keys = F.col("kc"), [f"ok{i}" for i in range(len(plan.keys))]
+    main = [
+        F.when(op == "d", F.col(f"ok{i}")).otherwise(F.col(f"nk{i}")).alias(f"k{i}")
+        for i in range(len(plan.keys))
+    ]
+    for j, (name, typ) in enumerate(plan.values):
+        carried = carried_after(j, name)
+        as_type = raw_after(j, name).cast(typ)
+        value = (
+            F.when(op == "d", F.lit(None).cast(typ))
+            .when(carried, as_type)
+            # Not carried: a full image means the column default; a partial update leaves it alone (p = false).
+            .when(op != "u", _default(plan, name, typ))
+            .when(kc, before_value(name, typ))
+        )
+        main += [value.alias(f"v{j}"), ((op == "u") & ~kc & carried).alias(f"p{j}")]
+    values = staged.select(
+        *tomb_keys,
+        "seq",
+        "hi",
+        "lo",
+        "uid",
+        "src",
+        ((op != "u") | kc).alias("reset"),
+        (op == "d").alias("del"),
+        kc,
+        *main,
+    )
+    # A key-changing update also tombstones its old key: a second row. Each step stays a small projection, so
+    # that the generated code of a stage stays under the JVM's size limit for JIT compilation (8000 bytes).
+    copies = values.select(
+        "*", F.explode(F.when(kc, F.array(F.lit(0), F.lit(1))).otherwise(F.array(F.lit(0)))).alias("copy")
+    )
+    tomb = F.col("copy") == 1
+    return copies.select(
+        *[
+            F.when(tomb, F.col(f"ok{i}")).otherwise(F.col(f"k{i}")).alias(f"__k{i}")
+            for i in range(len(plan.keys))
+        ],
+        "seq",
+        "hi",
+        "lo",
+        "uid",
+        "src",
+        (tomb | F.col("reset")).alias("reset"),
+        (tomb | F.col("del")).alias("del"),
+        *[
+            c
+            for j, (_, typ) in enumerate(plan.values)
+            for c in (
+                F.when(tomb, F.lit(None).cast(typ)).otherwise(F.col(f"v{j}")).alias(f"v{j}"),
+                (~tomb & F.col(f"p{j}")).alias(f"p{j}"),
+            )
+        ],
+    )
+
+
+def _path(name: str) -> str:
+    if "'" in name or "\\" in name:
+        raise ValueError(f"column name not supported in a binlog image path: {name!r}")
+    return f"$['{name}']"
+
+
+def _delta(changes: DataFrame, plan: _Plan) -> DataFrame:
+    """Fold the day per key: the latest reset image and, per column, the latest partial update carrying it."""
+    keys = _delta_key_names(plan)
+    # Partitioning by key first lets one sort serve both the partial and the final (sort-based) aggregation.
+    actions = _actions(changes, plan).repartition(*keys)
+    order = F.struct("hi", "lo", "uid")
+    reset, partial = F.col("reset"), ~F.col("reset")
+    values = plan.values
+    aggs = [
+        F.max_by(F.struct("seq", "del", *[f"v{j}" for j in range(len(values))]), F.when(reset, order)).alias(
+            "__r"
+        ),
+        F.max_by(F.col("seq"), F.when(partial, order)).alias("__pseq"),
+        F.max_by(F.struct("seq", "src"), order).alias("__last"),
+    ]
+    for j in range(len(values)):
+        carried = F.struct(F.col(f"v{j}").alias("v"), F.col("seq").alias("s"))
+        aggs.append(F.max_by(carried, F.when(partial & F.col(f"p{j}"), order)).alias(f"__pc{j}"))
+    folded = actions.groupBy(*keys).agg(*aggs)
+    return folded.select(
+        *keys,
+        F.col("__r"),
+        F.col("__r")["seq"].alias("__rseq"),
+        "__pseq",
+        F.col("__last")["src"].alias("__src"),
+        F.col("__last")["seq"].alias("__lseq"),
+        *[f"__pc{j}" for j in range(len(values))],
+    )
+
+
+def _key_condition(plan: _Plan, left: DataFrame, delta: DataFrame) -> Column:
+    condition = None
+    for i, name in enumerate(plan.keys):
+        # Null-safe: a business key may hold nulls, and a null key must still find its state row (re-runs).
+        term = left[f"`{name}`"].eqNullSafe(delta[f"__k{i}"])
+        condition = term if condition is None else condition & term
+    return condition
+
+
+def _finalize(plan: _Plan, base: DataFrame | None, delta_keys: bool | None) -> list[Column]:
+    """The result row from the state row (absent: None, or all nulls after an outer join) and the key's delta."""
+
+    def base_col(name: str) -> Column:
+        if base is None:
+            return F.lit(None)
+        return base[f"`{name}`"]
+
+    base_seq = base_col(SEQ_COLUMN).cast(SEQ_TYPE)
+    base_deleted = base_col(DELETED_COLUMN).cast("boolean")
+    rseq, pseq = F.col("__rseq"), F.col("__pseq")
+
+    out: list[Column] = []
+    keys = {}
+    for i, name in enumerate(plan.keys):
+        if delta_keys is True:
+            keys[name.lower()] = F.col(f"__k{i}")
+        elif delta_keys is False:
+            keys[name.lower()] = base_col(name)
+        else:
+            keys[name.lower()] = F.coalesce(base_col(name), F.col(f"__k{i}"))
+
+    # The row's shard: the key's, else that of its latest change newer than the state, else the state's.
+    shard_value: Column | None = None
+    if plan.shard:
+        if plan.shard_in_key:
+            shard_value = keys[plan.shard.lower()]
+        else:
+            newer = F.col("__lseq").isNotNull() & (base_seq.isNull() | (F.col("__lseq") > base_seq))
+            shard_value = F.when(newer, F.col("__src")).otherwise(base_col(plan.shard))
+
+    truncate = _truncate_seq(plan, shard_value)
+    latest_reset = F.greatest(rseq, truncate) if truncate is not None else rseq
+    reset_applies = latest_reset.isNotNull() & (base_seq.isNull() | (latest_reset > base_seq))
+    if truncate is not None:
+        truncate_wins = truncate.isNotNull() & (rseq.isNull() | (truncate > rseq))
+    else:
+        truncate_wins = F.lit(False)
+    floor = F.when(reset_applies, latest_reset).otherwise(base_seq)
+
+    def newer_than_floor(seq: Column) -> Column:
+        return seq.isNotNull() & (floor.isNull() | (seq > floor))
+
+    for name, typ in plan.columns:
+        lower = name.lower()
+        if lower in keys:
+            out.append(keys[lower].cast(typ).alias(name))
+            continue
+        if plan.shard and lower == plan.shard.lower():
+            out.append(shard_value.cast(typ).alias(name))
+            continue
+        j = next(j for j, (c, _) in enumerate(plan.values) if c.lower() == lower)
+        start = F.when(
+            reset_applies, F.when(truncate_wins, F.lit(None)).otherwise(F.col("__r")[f"v{j}"])
+        ).otherwise(base_col(name))
+        pc = F.col(f"__pc{j}")
+        value = F.when(newer_than_floor(pc["s"]), pc["v"]).otherwise(start)
+        out.append(value.cast(typ).alias(name))
+
+    start_deleted = F.when(
+        reset_applies, truncate_wins | F.coalesce(F.col("__r")["del"], F.lit(False))
+    ).otherwise(F.coalesce(base_deleted, F.lit(False)))
+    deleted = F.when(newer_than_floor(pseq), F.lit(False)).otherwise(start_deleted)
+    seqs = [base_seq, rseq, pseq] + ([truncate] if truncate is not None else [])
+    out.append(F.greatest(*seqs).cast(SEQ_TYPE).alias(SEQ_COLUMN))
+    out.append(deleted.alias(DELETED_COLUMN))
+    return out
+
+
+def _truncate_seq(plan: _Plan, shard_value: Column | None) -> Column | None:
+    """The position of the latest truncate that covers the row, or None when the day truncated nothing."""
+    if not plan.truncates:
+        return None
+    if None in plan.truncates or shard_value is None:
+        return F.lit(Decimal(max(plan.truncates.values()))).cast(SEQ_TYPE)
+    pairs: list[Column] = []
+    for shard, seq in plan.truncates.items():
+        pairs += [F.lit(shard), F.lit(Decimal(seq)).cast(SEQ_TYPE)]
+    return F.try_element_at(F.create_map(*pairs), shard_value)

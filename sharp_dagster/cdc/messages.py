@@ -1,0 +1,361 @@
+"""The Kafka message of one row change: Canal's flat JSON plus the binlog identity, and its parsing into a raw row.
+
+Canal's flat message (`id, database, table, pkNames, isDdl, type, es, ts, sql, sqlType, mysqlType, data, old,
+gtid`) has no binlog file, position or row index, so replays cannot be told from new changes. Each message here
+carries ONE row change (`data` holds one row) and these extra fields:
+
+- `sourceId`: the configured source id; `serverId`: the server id in the event header;
+- `binlogFile`, `binlogPos`, `rowIdx`: the identity. `binlogPos` is the START position of the rows (or query)
+  event, not the header's `log_pos` (which points at the next event), and `rowIdx` is the row's index inside
+  that event, so a replayed change gets the same identity;
+- `gtid`: the transaction's own GTID (`0-1-42` on MariaDB), not Canal's executed set;
+- `before`: for UPDATE, the full before image. `data` is the after image and `old` the changed columns' old
+  values, as in Canal; `before` makes an update that changes the primary key visible (the merge deletes the old
+  key). A message without `before` (plain Canal) gets `before = data + old`, exact under a FULL row image.
+
+Values are strings (or JSON null for SQL NULL), as in Canal, in a canonical form (`canonical_value`):
+integers in decimal; DECIMAL in plain notation keeping its scale (`12.50`); floats by Python's shortest repr;
+DATETIME/TIMESTAMP as `YYYY-MM-DD HH:MM:SS` with `.ffffff` only when the fraction is not zero (TIMESTAMP in UTC);
+DATE as `YYYY-MM-DD`; TIME as `[-]H:MM:SS[.ffffff]`; YEAR as a number; bytes (BINARY/VARBINARY/BLOB) as
+standard base64; SET as its members sorted and comma-joined; JSON columns as compact JSON with sorted keys.
+A column absent from a row image was not logged (MINIMAL row image), which is not the same as null.
+
+Besides row changes, DDL (`isDdl`, type ALTER/CREATE/ERASE/RENAME/CINDEX/DINDEX) and TRUNCATE are messages of
+their own, and the collector sends `type: HEARTBEAT` messages (no table) to every partition: "everything up to
+event time `es` has been sent". The landing uses them for its watermark; they are never landed as rows.
+
+`parse_message` turns a Kafka record into the raw binlog row of `binlog_schema`, a `Heartbeat`, or a
+`Quarantined` record (bad JSON, no identity, unknown type, unknown table, bad values): nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from sharp_dagster.cdc import binlog_schema as bs
+from sharp_dagster.cdc.shards import ShardRules
+
+ROW_TYPES = {"INSERT": "c", "UPDATE": "u", "DELETE": "d"}
+DDL_TYPES = ("CREATE", "ALTER", "ERASE", "RENAME", "CINDEX", "DINDEX", "QUERY")
+TRUNCATE = "TRUNCATE"
+HEARTBEAT = "HEARTBEAT"
+KNOWN_TYPES = frozenset([*ROW_TYPES, *DDL_TYPES, TRUNCATE, HEARTBEAT])
+
+RawBinlogRow = dict[str, Any]
+RAW_ROW_KEYS = tuple([name for name, _ in bs.RAW_BINLOG_COLUMNS] + list(bs.RAW_BINLOG_PARTITION_COLUMNS))
+
+
+# ---------------------------------------------------------------------------------------------------- values
+def canonical_value(value: Any) -> str | None:
+    """The string a column value travels as (see the module docstring).
+
+    >>> canonical_value(Decimal("1.50")), canonical_value(dt.datetime(2024, 1, 2, 3, 4, 5, 120000))
+    ('1.50', '2024-01-02 03:04:05.120000')
+    >>> canonical_value(b"\\x00\\xff"), canonical_value({"b", "a"}), canonical_value(dt.timedelta(hours=-1, seconds=1))
+    ('AP8=', 'a,b', '-0:59:59')
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return _format_time(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, (set, frozenset)):
+        return ",".join(sorted(canonical_value(v) or "" for v in value))
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(_json_ready(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return str(value)
+
+
+def _format_time(value: dt.timedelta) -> str:
+    micros = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
+    sign = "-" if micros < 0 else ""
+    micros = abs(micros)
+    seconds, frac = divmod(micros, 1_000_000)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{sign}{hours}:{minutes:02d}:{secs:02d}"
+    return f"{text}.{frac:06d}" if frac else text
+
+
+def _json_ready(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {(k.decode() if isinstance(k, bytes) else str(k)): _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return canonical_value(value)
+
+
+def canonical_row(values: Mapping[str, Any]) -> dict[str, str | None]:
+    return {name: canonical_value(v) for name, v in values.items()}
+
+
+# ---------------------------------------------------------------------------------------------------- messages
+@dataclass
+class BinlogMessage:
+    """One row change (or one DDL / TRUNCATE statement, or a heartbeat) as the collector sends it."""
+
+    type: str
+    source_id: str
+    database: str
+    table: str
+    es: int
+    binlog_file: str
+    binlog_pos: int
+    row_idx: int = 0
+    gtid: str | None = None
+    server_id: int | None = None
+    pk_names: list[str] = field(default_factory=list)
+    data: dict[str, str | None] | None = None
+    old: dict[str, str | None] | None = None
+    before: dict[str, str | None] | None = None
+    sql: str = ""
+    mysql_type: dict[str, str] | None = None
+    sql_type: dict[str, int] | None = None
+    ts: int | None = None
+    id: int = 0
+
+    @property
+    def is_ddl(self) -> bool:
+        return self.type in DDL_TYPES
+
+    def to_flat(self) -> dict[str, Any]:
+        """Canal's flat JSON form plus the identity fields (`data`/`old`/`before` are one-element lists)."""
+        return {
+            "id": self.id,
+            "database": self.database,
+            "table": self.table,
+            "pkNames": list(self.pk_names) or None,
+            "isDdl": self.is_ddl,
+            "type": self.type,
+            "es": self.es,
+            "ts": self.ts if self.ts is not None else int(time.time() * 1000),
+            "sql": self.sql,
+            "sqlType": self.sql_type,
+            "mysqlType": self.mysql_type,
+            "data": [self.data] if self.data is not None else None,
+            "old": [self.old] if self.old is not None else None,
+            "before": [self.before] if self.before is not None else None,
+            "gtid": self.gtid,
+            "sourceId": self.source_id,
+            "serverId": self.server_id,
+            "binlogFile": self.binlog_file,
+            "binlogPos": self.binlog_pos,
+            "rowIdx": self.row_idx,
+        }
+
+
+def encode(message: BinlogMessage) -> bytes:
+    """The Kafka value: compact UTF-8 JSON."""
+    return json.dumps(message.to_flat(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def update_old_values(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """Canal's `old`: the before values of the columns whose value changed."""
+    return {k: v for k, v in before.items() if k in after and after[k] != v}
+
+
+# ---------------------------------------------------------------------------------------------------- parsing
+@dataclass(frozen=True)
+class Quarantined:
+    """A Kafka record that is not a valid change message, kept with the reason."""
+
+    reason: str
+    value: bytes
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """The collector's progress mark: everything up to event time `es_ms` has been sent to this partition."""
+
+    source_id: str
+    database: str
+    es_ms: int
+    topic: str
+    partition: int
+    offset: int
+    binlog_file: str | None = None
+    binlog_pos: int | None = None
+
+
+class _Bad(Exception):
+    pass
+
+
+def parse_message(
+    value: bytes | None,
+    topic: str,
+    partition: int,
+    offset: int,
+    shard_rules: ShardRules,
+    ingest_ts_ms: int | None = None,
+    timestamp_ms: int | None = None,
+) -> RawBinlogRow | Heartbeat | Quarantined:
+    """Parse one Kafka record; `timestamp_ms` (the record's timestamp) is kept on quarantined records only."""
+    raw = bytes(value) if value is not None else b""
+    try:
+        return _parse(raw, topic, partition, offset, shard_rules, ingest_ts_ms)
+    except _Bad as bad:
+        return Quarantined(str(bad), raw, topic, partition, offset, timestamp_ms)
+
+
+def _parse(raw: bytes, topic: str, partition: int, offset: int, rules: ShardRules, ingest_ts_ms: int | None):
+    if not raw:
+        raise _Bad("empty message")
+    try:
+        msg = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise _Bad(f"not JSON: {str(exc)[:200]}") from None
+    if not isinstance(msg, dict):
+        raise _Bad(f"not a JSON object but a {type(msg).__name__}")
+    kind = msg.get("type")
+    if kind not in KNOWN_TYPES:
+        raise _Bad(f"unknown type {kind!r}")
+    source_id = msg.get("sourceId")
+    if not isinstance(source_id, str) or not source_id:
+        raise _Bad("no binlog identity: sourceId missing")
+    es = msg.get("es")
+    if isinstance(es, bool) or not isinstance(es, int) or es < 0:
+        raise _Bad(f"no event time: es is {es!r}")
+    database = msg.get("database")
+    if kind == HEARTBEAT:
+        pos = msg.get("binlogPos")
+        return Heartbeat(
+            source_id,
+            str(database or ""),
+            es,
+            topic,
+            partition,
+            offset,
+            msg.get("binlogFile"),
+            pos if isinstance(pos, int) else None,
+        )
+
+    binlog_file = msg.get("binlogFile")
+    pos = msg.get("binlogPos")
+    row_idx = msg.get("rowIdx")
+    missing = [
+        name
+        for name, ok in (
+            ("binlogFile", isinstance(binlog_file, str) and binlog_file),
+            ("binlogPos", isinstance(pos, int) and not isinstance(pos, bool)),
+            ("rowIdx", isinstance(row_idx, int) and not isinstance(row_idx, bool)),
+        )
+        if not ok
+    ]
+    if missing:
+        raise _Bad(f"no binlog identity: {', '.join(missing)} missing")
+    try:
+        file_seq = bs.binlog_file_seq(binlog_file)
+        seq = bs.binlog_seq(file_seq, pos, row_idx)
+    except ValueError as exc:
+        raise _Bad(f"bad binlog identity: {exc}") from None
+    if not isinstance(database, str) or not database:
+        raise _Bad("no database")
+    table = msg.get("table")
+    if not isinstance(table, str) or not table:
+        raise _Bad("no table")
+    logical = rules.fold(table)
+    if logical is None:
+        raise _Bad(f"unknown table {database}.{table}: no configured table or shard rule matches it")
+
+    before: dict | None = None
+    after: dict | None = None
+    ddl_sql: str | None = None
+    if kind in ROW_TYPES:
+        op = ROW_TYPES[kind]
+        data = _one_row(msg, "data", required=True)
+        if op == "c":
+            after = data
+        elif op == "d":
+            before = data
+        else:
+            after = data
+            before = _one_row(msg, "before", required=False)
+            if before is None:
+                old = _one_row(msg, "old", required=False) or {}
+                before = {**data, **old}
+    else:
+        op = "t" if kind == TRUNCATE else "ddl"
+        ddl_sql = msg.get("sql")
+        if not isinstance(ddl_sql, str) or not ddl_sql.strip():
+            raise _Bad(f"{kind} message without sql")
+
+    pk_names = msg.get("pkNames") or []
+    if not isinstance(pk_names, list) or not all(isinstance(c, str) for c in pk_names):
+        raise _Bad(f"pkNames is not a list of column names: {pk_names!r}")
+    gtid = msg.get("gtid")
+    when = dt.datetime.fromtimestamp(es / 1000, tz=dt.UTC)
+    return {
+        "source_id": source_id,
+        "binlog_file": binlog_file,
+        "binlog_file_seq": file_seq,
+        "binlog_pos": pos,
+        "row_idx": row_idx,
+        "binlog_seq": Decimal(seq),
+        "gtid": gtid if isinstance(gtid, str) else None,
+        "event_uid": bs.event_uid(source_id, binlog_file, pos, row_idx),
+        "event_ts_ms": es,
+        "op": op,
+        "source_db": database,
+        "source_table": table,
+        "pk_names": list(pk_names),
+        "before_json": _dumps(before),
+        "after_json": _dumps(after),
+        "ddl_sql": ddl_sql,
+        "kafka_topic": topic,
+        "kafka_partition": partition,
+        "kafka_offset": offset,
+        "ingest_ts_ms": ingest_ts_ms if ingest_ts_ms is not None else int(time.time() * 1000),
+        "table_name": logical,
+        "dt": when.strftime("%Y-%m-%d"),
+        "hour": when.strftime("%H"),
+    }
+
+
+def _one_row(msg: Mapping[str, Any], key: str, required: bool) -> dict[str, str | None] | None:
+    rows = msg.get(key)
+    if rows is None:
+        if required:
+            raise _Bad(f"{msg.get('type')} message without {key}")
+        return None
+    if not isinstance(rows, list) or len(rows) != 1 or not isinstance(rows[0], dict):
+        raise _Bad(f"{key} must be a list holding exactly one row object")
+    row = rows[0]
+    for name, v in row.items():
+        if v is not None and not isinstance(v, str):
+            raise _Bad(f"{key}: value of column {name!r} is not a string or null: {v!r}"[:300])
+    return row
+
+
+def _dumps(row: Mapping[str, Any] | None) -> str | None:
+    if row is None:
+        return None
+    return json.dumps(row, separators=(",", ":"), ensure_ascii=False)

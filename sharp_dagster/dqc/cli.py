@@ -1,0 +1,103 @@
+"""`sharp-dagster dqc ...`: the data-quality report of an asset, and the rules with their compiled SQL.
+
+- `dqc report --asset KEY [--limit N] [--png PATH]`: each rule's recent results from `dqc_result` (the database
+  at `SHARP_LOG_DB_URL`), optionally as a chart.
+- `dqc rules [--asset KEY]`: the rule files' rules and the SQL they compile to.
+
+Rule files are read from `sharp_dagster/warehouse/quality/*.yaml` unless `--rules-dir` says otherwise. Without
+the warehouse's column schemas at hand, `dqc rules` checks everything but column and asset existence.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sqlalchemy import inspect
+
+from sharp_dagster.cli import CliError
+from sharp_dagster.settings import WAREHOUSE_SQL_DIR, Settings
+
+DEFAULT_RULES_DIR = WAREHOUSE_SQL_DIR / "quality"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("dqc", help="data-quality rules and results", description=__doc__)
+    sub = parser.add_subparsers(dest="dqc_command", required=True, metavar="SUBCOMMAND")
+
+    report = sub.add_parser("report", help="recent rule results of an asset (text, optional PNG chart)")
+    report.add_argument("--asset", required=True, help="asset key, e.g. dwd/order_detail")
+    report.add_argument("--limit", type=int, default=14, help="newest partitions to show (default 14)")
+    report.add_argument("--png", type=Path, help="also write a chart to this PNG file")
+    report.add_argument("--rules-dir", type=Path, default=DEFAULT_RULES_DIR, help=argparse.SUPPRESS)
+    report.set_defaults(func=cmd_report)
+
+    rules = sub.add_parser("rules", help="list rules and the SQL they compile to")
+    rules.add_argument("--asset", help="only this asset's rules")
+    rules.add_argument("--rules-dir", type=Path, default=DEFAULT_RULES_DIR, help="folder of rule YAML files")
+    rules.set_defaults(func=cmd_rules)
+
+
+def known_assets(rules_dir: Path) -> set[str]:
+    """Assets named by rule files or defined by the warehouse's SQL files (best effort: both may be absent)."""
+    from sharp_dagster.dqc.rules import RuleError, parse_rule_file, rule_files
+
+    names: set[str] = set()
+    if rules_dir.exists():
+        for path in rule_files(rules_dir):
+            try:
+                names.update(str(r["asset"]) for r in parse_rule_file(path) if r.get("asset"))
+            except RuleError:
+                continue
+    try:
+        from sharp_dagster.warehouse.catalog import load_catalog
+
+        names.update(t.asset_key_str for t in load_catalog().tables)
+    except Exception:  # noqa: BLE001 - the catalog is optional context for an error message
+        pass
+    return names
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from sharp_dagster.db import make_engine
+    from sharp_dagster.dqc.report import format_report, write_chart
+    from sharp_dagster.dqc.store import DqcStore, dqc_result
+
+    if args.limit < 1:
+        raise CliError(f"--limit must be at least 1, got {args.limit}")
+    engine = make_engine(Settings.from_env().log_db_url)
+    has_table = inspect(engine).has_table(dqc_result.name)
+    results = DqcStore(engine).recent(args.asset, args.limit) if has_table else []
+    if not results and args.asset not in known_assets(args.rules_dir):
+        stored = DqcStore(engine).assets() if has_table else []
+        hint = f"; assets with results: {', '.join(stored)}" if stored else ""
+        raise CliError(f"unknown asset {args.asset!r}: no data-quality results and no rules for it{hint}")
+    print(format_report(args.asset, results), end="")
+    if args.png:
+        path = write_chart(args.asset, results, args.png)
+        print(f"chart written to {path}")
+    return 0
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    from sharp_dagster.dqc.compiler import explain_rules
+    from sharp_dagster.dqc.rules import RuleError, load_rules
+
+    if not args.rules_dir.exists():
+        raise CliError(f"no rules folder at {args.rules_dir}")
+    try:
+        rules = load_rules(args.rules_dir, schemas=None)
+    except RuleError as exc:
+        raise CliError(str(exc)) from None
+    if args.asset:
+        rules = [r for r in rules if r.asset == args.asset]
+        if not rules:
+            raise CliError(f"no rules for asset {args.asset!r} in {args.rules_dir}")
+    for r in rules:
+        print(
+            f"{r.asset}:{r.id}  {r.template}  [{r.severity}, {r.dimension}]  passes when "
+            f"{r.describe_expectation()}  version {r.version}  ({Path(r.source).name})"
+        )
+    print()
+    print(explain_rules(rules), end="")
+    return 0

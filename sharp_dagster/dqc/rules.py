@@ -1,0 +1,489 @@
+"""Rule entities: YAML files binding a template to an asset, validated completely before anything runs.
+
+A rule file holds a list of rules, either at the top level or under `rules:` (with an optional file-wide
+`asset:` that rules inherit)::
+
+    asset: dwd/order_detail
+    rules:
+      - id: order_id_unique            # unique per asset; plain identifier (it becomes a SQL alias)
+        template: duplicate_count
+        params: {key: [order_id]}
+        comparator: "="                # one of > >= = != <= < between
+        expect: 0                      # a number, or [low, high] for between
+        severity: strong               # strong: blocks publication; weak: reported and alerted only
+        dimension: uniqueness          # accuracy completeness timeliness uniqueness validity consistency
+        description: one row per order line
+        sample_key: [order_id]         # columns to report for failing rows (optional)
+
+**A rule PASSES when `actual <comparator> expect` holds** (for `between`: `low <= actual <= high`, both ends
+inclusive). `null_count` with `comparator: "="` and `expect: 0` passes when there are no NULLs. This is the
+opposite of seed 001's "assert" (there the comparator describes the *failure*); here it describes what good
+data looks like, like a unit-test assertion. `=` and `!=` compare with a relative tolerance of 1e-9.
+
+`severity` defaults to `weak`, `dimension` to the template's own (e.g. uniqueness for duplicate_count), and
+`description` to the template's description. `reconciliation` and `fluctuation` compute their own expectation (`tolerance` param; history bounds), so they
+take no `expect` / `comparator`.
+
+`load_rules` raises `RuleError` naming the file and the rule id for every mistake it can see: unknown asset,
+column, table, template, comparator, bad severity/dimension, missing or unknown param, a parameter that is not
+a plain identifier where one is needed. Nothing of a rule reaches Spark before it has passed here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sharp_dagster.dqc.templates import (
+    COLUMNS,
+    CONTEXT_VARIABLES,
+    IDENTIFIER,
+    INTERNAL_VARIABLES,
+    ParamError,
+    ParamSpec,
+    RuleSql,
+    Schemas,
+    Template,
+    check_column,
+    fill,
+    get_template,
+    render,
+    validate_params,
+)
+
+COMPARATORS = (">", ">=", "=", "!=", "<=", "<", "between")
+SEVERITIES = ("strong", "weak")
+DIMENSIONS = ("accuracy", "completeness", "timeliness", "uniqueness", "validity", "consistency")
+RULE_KEYS = frozenset(
+    {
+        "id",
+        "asset",
+        "template",
+        "params",
+        "expect",
+        "comparator",
+        "severity",
+        "dimension",
+        "description",
+        "sample_key",
+        "sample_limit",
+    }
+)
+ASSET_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+class RuleError(ValueError):
+    """A rule file or rule is invalid; the message starts with the file and names the rule id."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A validated rule. `sql` holds its rendered SQL (run-time placeholders still open)."""
+
+    id: str
+    asset: str
+    template: str
+    params: Mapping[str, Any]
+    comparator: str
+    expect: float | tuple[float, float] | None
+    severity: str
+    dimension: str
+    description: str
+    sample_key: tuple[str, ...]
+    sample_limit: int | None
+    sql: RuleSql
+    source: str = ""
+    version: str = field(default="", compare=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.asset}:{self.id}"
+
+    @property
+    def tmpl(self) -> Template:
+        return get_template(self.template)
+
+    @property
+    def scan_based(self) -> bool:
+        return self.sql.scan is not None
+
+    def describe_expectation(self) -> str:
+        if self.tmpl.mode == "reconcile":
+            unit = "%" if self.params.get("tolerance_type") == "percent" else ""
+            return f"difference <= {self.params.get('tolerance', 0)}{unit}"
+        if self.tmpl.mode == "fluctuation":
+            return (
+                f"within -{self.params['lower_pct']}%/+{self.params['upper_pct']}% of the mean of the last "
+                f"{self.params['window']} partitions"
+            )
+        if self.comparator == "between":
+            low, high = self.expect  # type: ignore[misc]
+            return f"between {low} and {high}"
+        return f"{self.comparator} {self.expect}"
+
+
+def rule_version(
+    template: Template, sql: RuleSql, params: Mapping[str, Any], expect: Any, comparator: str, severity: str
+) -> str:
+    """A short hash of what decides a verdict: template SQL (and the rendered SQL), params, expect, comparator,
+    severity. Description, dimension and sample settings do not change it."""
+    payload = json.dumps(
+        {
+            "template": [template.name, template.sql],
+            "sql": sql.pieces(),
+            "params": params,
+            "expect": list(expect) if isinstance(expect, tuple) else expect,
+            "comparator": comparator,
+            "severity": severity,
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------------ context
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_\-:. ]*$")
+
+
+def _normalise_ts(value: Any, what: str) -> str:
+    """'YYYY-MM-DD HH:MM:SS' from a datetime/date or the usual text forms (ISO, yyyyMMddHHmmss, yyyy-MM-dd)."""
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, date):
+        return f"{value.isoformat()} 00:00:00"
+    text = str(value).strip()
+    for fmt in (
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y%m%d%H%M%S",
+        "%Y-%m-%d",
+        "%Y-%m-%d-%H:%M",
+        "%Y%m%d",
+    ):
+        try:
+            return datetime.strptime(text, fmt).strftime("%Y-%m-%d %H:%M:%S")
+        except ValueError:
+            continue
+    raise ValueError(f"{what}: cannot read {text!r} as a timestamp")
+
+
+def _window_of_partition(key: str) -> tuple[str, str] | None:
+    """The time window of a daily (`2024-01-01`) or hourly (`2024-01-01-05:00`) partition key."""
+    for fmt, step in (("%Y-%m-%d", timedelta(days=1)), ("%Y-%m-%d-%H:%M", timedelta(hours=1))):
+        try:
+            start = datetime.strptime(key, fmt)
+        except ValueError:
+            continue
+        return start.strftime("%Y-%m-%d %H:%M:%S"), (start + step).strftime("%Y-%m-%d %H:%M:%S")
+    return None
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """What a run knows about the partition being checked.
+
+    `dt` defaults to the partition key's date; the window defaults to the partition's day or hour.
+    `source_count` / `target_count` are the job log's counts for reconciliation rules.
+    """
+
+    partition_key: str | None = None
+    dt: str | None = None
+    data_range_start: Any = None
+    data_range_end: Any = None
+    run_id: str | None = None
+    source_count: int | None = None
+    target_count: int | None = None
+
+    _KEYS = {
+        "partition_key": "partition_key",
+        "partition": "partition_key",
+        "dt": "dt",
+        "DATA_RANGE_START": "data_range_start",
+        "data_range_start": "data_range_start",
+        "DATA_RANGE_END": "data_range_end",
+        "data_range_end": "data_range_end",
+        "run_id": "run_id",
+        "source_count": "source_count",
+        "target_count": "target_count",
+    }
+
+    @classmethod
+    def coerce(
+        cls, value: RuleContext | Mapping[str, Any] | None, partition_key: str | None = None
+    ) -> RuleContext:
+        if value is None:
+            ctx = cls()
+        elif isinstance(value, RuleContext):
+            ctx = value
+        else:
+            unknown = sorted(set(value) - set(cls._KEYS))
+            if unknown:
+                raise ValueError(
+                    f"rule context: unknown key(s) {', '.join(unknown)} (known: {', '.join(cls._KEYS)})"
+                )
+            ctx = cls(**{cls._KEYS[k]: v for k, v in value.items()})
+        if partition_key is not None and ctx.partition_key is None:
+            ctx = cls(**{**ctx.__dict__, "partition_key": partition_key})
+        return ctx
+
+    def variables(self) -> dict[str, str]:
+        """Values for the run-time placeholders; each is checked to hold only safe characters."""
+        out: dict[str, str] = {}
+        key = self.partition_key
+        if key is not None:
+            out["partition"] = str(key)
+        dt = self.dt or (str(key)[:10] if key and re.match(r"^\d{4}-\d{2}-\d{2}", str(key)) else None)
+        if dt is not None:
+            out["dt"] = str(dt)
+        window = _window_of_partition(str(key)) if key else None
+        if self.data_range_start is not None:
+            out["DATA_RANGE_START"] = str(self.data_range_start)
+            out["_window_start"] = _normalise_ts(self.data_range_start, "DATA_RANGE_START")
+        elif window:
+            out["_window_start"] = window[0]
+        if self.data_range_end is not None:
+            out["DATA_RANGE_END"] = str(self.data_range_end)
+            out["_window_end"] = _normalise_ts(self.data_range_end, "DATA_RANGE_END")
+        elif window:
+            out["_window_end"] = window[1]
+        for name, value in out.items():
+            if not _SAFE_VALUE.match(value):
+                raise ValueError(f"rule context: unsafe value {value!r} for ${{{name}}}")
+        return out
+
+
+# ------------------------------------------------------------------------------------------------ loading
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if isinstance(value, int | float) and math.isfinite(value):
+        return value
+    return None
+
+
+def known_table_schemas(
+    schemas: Mapping[str, Mapping[str, str]] | None,
+    known_tables: Mapping[str, Mapping[str, str] | None] | Iterable[str] | None,
+) -> dict[str, Mapping[str, str] | None] | None:
+    if schemas is None and known_tables is None:
+        return None
+    tables: dict[str, Mapping[str, str] | None] = {}
+    # Every asset with a schema is a table `db.name` too (asset `dwd/order_detail` = table `dwd.order_detail`).
+    for asset, cols in (schemas or {}).items():
+        tables[asset.replace("/", ".")] = cols
+    if isinstance(known_tables, Mapping):
+        tables.update(known_tables)
+    elif known_tables is not None:
+        for name in known_tables:
+            tables.setdefault(name, None)
+    return tables
+
+
+def build_rule(
+    raw: Mapping[str, Any],
+    schemas: Mapping[str, Mapping[str, str]] | None,
+    tables: Mapping[str, Mapping[str, str] | None] | None,
+    source: str = "<memory>",
+) -> Rule:
+    """Validate one rule mapping; `schemas=None` skips asset/column existence checks (listing only)."""
+    rid = raw.get("id")
+    where = f"{source}: rule {rid!r}"
+
+    def fail(msg: str) -> RuleError:
+        return RuleError(f"{where}: {msg}")
+
+    if not isinstance(rid, str) or not IDENTIFIER.match(rid):
+        raise fail("'id' must be a plain identifier (letters, digits, _), it becomes a SQL alias")
+    unknown = sorted(set(raw) - RULE_KEYS)
+    if unknown:
+        raise fail(f"unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(RULE_KEYS))})")
+    asset = raw.get("asset")
+    if not isinstance(asset, str) or not ASSET_KEY.match(asset):
+        raise fail(f"'asset' must be an asset key like dwd/order_detail, got {asset!r}")
+    where = f"{source}: rule {rid!r} (asset {asset})"
+    if schemas is not None and asset not in schemas:
+        raise fail(f"unknown asset {asset!r} (known: {', '.join(sorted(schemas)) or '(none)'})")
+    try:
+        template = get_template(str(raw.get("template")))
+    except ParamError as exc:
+        raise fail(str(exc)) from None
+
+    severity = raw.get("severity", "weak")
+    if severity not in SEVERITIES:
+        raise fail(f"severity must be one of {', '.join(SEVERITIES)}, got {severity!r}")
+    dimension = raw.get("dimension", template.dimension)
+    if dimension not in DIMENSIONS:
+        raise fail(f"dimension must be one of {', '.join(DIMENSIONS)}, got {dimension!r}")
+
+    cols = schemas.get(asset) if schemas is not None else None
+    raw_params = raw.get("params") or {}
+    if not isinstance(raw_params, Mapping):
+        raise fail(f"'params' must be a mapping, got {raw_params!r}")
+    try:
+        params = validate_params(template, raw_params, Schemas(columns=cols, tables=tables))
+        sample_key = _sample_key(raw.get("sample_key"), cols) or template.default_sample_key(params)
+        sql = template.build(params, render(template, params), sample_key, cols)
+        keep = CONTEXT_VARIABLES | INTERNAL_VARIABLES
+        sql = RuleSql(**{k: fill(v, {}, keep) for k, v in sql.pieces().items()})
+    except ParamError as exc:
+        raise fail(str(exc)) from None
+
+    comparator, expect = _expectation(raw, template, fail)
+    limit = raw.get("sample_limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise fail(f"sample_limit must be a non-negative integer, got {limit!r}")
+    description = raw.get("description") or template.description
+    return Rule(
+        id=rid,
+        asset=asset,
+        template=template.name,
+        params=params,
+        comparator=comparator,
+        expect=expect,
+        severity=severity,
+        dimension=dimension,
+        description=str(description),
+        sample_key=tuple(sample_key),
+        sample_limit=limit,
+        sql=sql,
+        source=source,
+        version=rule_version(template, sql, params, expect, comparator, severity),
+    )
+
+
+def _sample_key(value: Any, cols: Mapping[str, str] | None) -> list[str]:
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not items:
+        raise ParamError(f"sample_key must be a column or a list of columns, got {value!r}")
+    spec = ParamSpec("sample_key", COLUMNS)
+    return [check_column(spec, v, cols, "the asset") for v in items]
+
+
+def _expectation(raw: Mapping[str, Any], template: Template, fail) -> tuple[str, Any]:
+    has_expect, has_comp = "expect" in raw, "comparator" in raw
+    if template.mode in ("reconcile", "fluctuation"):
+        if has_expect or has_comp:
+            what = "its 'tolerance' param" if template.mode == "reconcile" else "the rule's own history"
+            raise fail(
+                f"template {template.name} takes no expect/comparator: the expectation comes from {what}"
+            )
+        return ("<=", None) if template.mode == "reconcile" else ("between", None)
+    if not has_comp:
+        raise fail(f"missing 'comparator' (one of {' '.join(COMPARATORS)})")
+    comparator = raw["comparator"]
+    if comparator not in COMPARATORS:
+        raise fail(f"unknown comparator {comparator!r} (one of {' '.join(COMPARATORS)})")
+    if not has_expect:
+        raise fail("missing 'expect'")
+    value = raw["expect"]
+    if comparator == "between":
+        if not isinstance(value, list | tuple) or len(value) != 2:
+            raise fail(f"'between' needs expect: [low, high], got {value!r}")
+        low, high = _number(value[0]), _number(value[1])
+        if low is None or high is None or low > high:
+            raise fail(f"'between' needs two numbers low <= high, got {value!r}")
+        return comparator, (low, high)
+    number = _number(value)
+    if number is None:
+        raise fail(f"'expect' must be a number for comparator {comparator}, got {value!r}")
+    return comparator, number
+
+
+class _RuleLoader(yaml.SafeLoader):
+    """SafeLoader that reads a bare `=` as the string "=" (YAML 1.1 makes it a 'value' tag PyYAML rejects)."""
+
+
+_RuleLoader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
+
+
+def parse_rule_file(path: Path) -> list[dict[str, Any]]:
+    """The raw rule mappings of one YAML file, with the file-wide `asset` applied."""
+    try:
+        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_RuleLoader)  # a SafeLoader subclass
+    except OSError as exc:
+        raise RuleError(f"{path}: cannot read: {exc}") from None
+    except yaml.YAMLError as exc:
+        hint = ' (quote comparators in YAML: comparator: ">=")'
+        raise RuleError(f"{path}: not valid YAML: {exc}{hint}") from None
+    default_asset = None
+    if doc is None:
+        return []
+    if isinstance(doc, Mapping):
+        extra = sorted(set(doc) - {"asset", "rules"})
+        if extra:
+            raise RuleError(f"{path}: unknown top-level key(s) {', '.join(extra)} (allowed: asset, rules)")
+        default_asset = doc.get("asset")
+        doc = doc.get("rules") or []
+    if not isinstance(doc, list):
+        raise RuleError(f"{path}: expected a list of rules or a mapping with 'rules'")
+    out = []
+    for i, item in enumerate(doc):
+        if not isinstance(item, Mapping):
+            raise RuleError(f"{path}: rule #{i + 1} is not a mapping")
+        item = dict(item)
+        if default_asset is not None:
+            item.setdefault("asset", default_asset)
+        out.append(item)
+    return out
+
+
+def rule_files(paths: Iterable[str | Path] | str | Path) -> list[Path]:
+    """Expand folders to their `*.yaml` / `*.yml` files (sorted); keep files as given."""
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files.extend(sorted([*p.glob("*.yaml"), *p.glob("*.yml")]))
+        else:
+            files.append(p)
+    return files
+
+
+def load_rules(
+    paths: Iterable[str | Path] | str | Path,
+    schemas: Mapping[str, Mapping[str, str]] | None,
+    known_tables: Mapping[str, Mapping[str, str] | None] | Iterable[str] | None = None,
+) -> list[Rule]:
+    """Load and validate every rule of the YAML files (folders expand to their *.yaml files).
+
+    `schemas` maps asset key -> {column: Spark type}; `known_tables` lists other tables (`db.table`, optionally
+    with their columns) that referential/reconciliation rules may name; assets in `schemas` count as tables too.
+    Raises `RuleError` at the first invalid rule, naming the file and the rule id.
+    """
+    tables = known_table_schemas(schemas, known_tables)
+    rules: list[Rule] = []
+    seen: dict[tuple[str, str], str] = {}
+    for path in rule_files(paths):
+        for raw in parse_rule_file(path):
+            rule = build_rule(raw, schemas, tables, source=str(path))
+            key = (rule.asset, rule.id)
+            if key in seen:
+                raise RuleError(
+                    f"{path}: rule {rule.id!r} (asset {rule.asset}): duplicate id, first defined in {seen[key]}"
+                )
+            seen[key] = str(path)
+            rules.append(rule)
+    return rules
+
+
+def rules_for(rules: Iterable[Rule], asset: str, severity: str | None = None) -> list[Rule]:
+    """The rules of one asset, optionally only `strong` (run before publishing) or `weak` (after)."""
+    return [r for r in rules if r.asset == asset and (severity is None or r.severity == severity)]

@@ -1,0 +1,324 @@
+"""Running rules on Spark: one asset partition at a time (`run`), or several assets in parallel (`run_many`).
+
+The caller stages the new partition, registers it as a temp view (or passes a DataFrame), runs the STRONG rules
+before publishing and raises on `blocking_failures`, publishes, then runs the WEAK rules. Per asset partition
+the runner issues:
+
+1. one aggregate scan for every single-table rule (see `compiler.py`);
+2. one query per referential / custom_sql rule and per table reconciliation's other side;
+3. for failed rules only, one small query sampling the `sample_key` of failing rows.
+
+Results carry the rule's version hash and are saved to `dqc_result` when a store is given (fluctuation rules
+read their history from it). `run_many` runs different assets in threads sharing the one SparkSession, as
+seed 001 runs different tables' SQL in parallel.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from pyspark.sql import DataFrame, SparkSession
+
+from sharp_dagster.dqc.compiler import DEFAULT_SAMPLE_LIMIT, CompiledRule, compile_rules
+from sharp_dagster.dqc.evaluate import RuleResult, Verdict, judge, judge_error, quality_score
+from sharp_dagster.dqc.rules import Rule, RuleContext
+from sharp_dagster.dqc.store import DqcStore, keys_to_json
+from sharp_dagster.dqc.templates import IDENTIFIER
+
+__all__ = [
+    "BlockingFailure",
+    "RuleRunner",
+    "alert_failures",
+    "blocking_failures",
+    "quality_score",
+    "raise_for_blocking",
+    "schema_of",
+]
+
+
+class AlertSinkLike(Protocol):
+    def send(self, kind: str, dedup_key: str, title: str, details: Mapping[str, Any]) -> bool: ...
+
+
+class BlockingFailure(RuntimeError):
+    """Strong rules failed: the staged partition must not be published. `results` holds the failures."""
+
+    def __init__(self, results: list[RuleResult]):
+        self.results = results
+        lines = "; ".join(r.message for r in results[:5])
+        more = f" (and {len(results) - 5} more)" if len(results) > 5 else ""
+        super().__init__(f"{len(results)} strong data-quality rule(s) failed: {lines}{more}")
+
+
+def blocking_failures(results: Iterable[RuleResult]) -> list[RuleResult]:
+    """Failed strong rules (a downgraded result is a warning and never blocks)."""
+    return [r for r in results if r.blocking]
+
+
+def raise_for_blocking(results: Iterable[RuleResult]) -> None:
+    failed = blocking_failures(results)
+    if failed:
+        raise BlockingFailure(failed)
+
+
+def schema_of(df: DataFrame) -> dict[str, str]:
+    """{column: Spark type} of a DataFrame, in the form `load_rules` takes for an asset's schema."""
+    return {f.name: f.dataType.simpleString() for f in df.schema.fields}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else type(exc).__name__
+    return f"{type(exc).__name__}: {first[:500]}"
+
+
+class RuleRunner:
+    """Evaluates rules with one SparkSession; `store` (a `DqcStore`) receives every result when given.
+
+    `on_query` is called with every SQL text sent to Spark (debugging, tests counting scans).
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        store: DqcStore | None = None,
+        max_workers: int = 4,
+        sample_limit: int = DEFAULT_SAMPLE_LIMIT,
+        on_query: Callable[[str], None] | None = None,
+    ):
+        self.spark = spark
+        self.store = store
+        self.max_workers = max(1, int(max_workers))
+        self.sample_limit = sample_limit
+        self.on_query = on_query
+
+    # ------------------------------------------------------------------------------------------ public
+    def run(
+        self,
+        asset_key: str,
+        partition_key: str | None,
+        view: str | DataFrame,
+        rules: Iterable[Rule],
+        context: RuleContext | Mapping[str, Any] | None = None,
+    ) -> list[RuleResult]:
+        """Evaluate `rules` (all of `asset_key`) over `view`, the partition's rows; save and return the results."""
+        rules = list(rules)
+        others = sorted({r.label for r in rules if r.asset != asset_key})
+        if others:
+            raise ValueError(f"rules of another asset passed for {asset_key}: {', '.join(others)}")
+        if not rules:
+            return []
+        ctx = RuleContext.coerce(context, partition_key)
+        if partition_key is not None and ctx.partition_key != partition_key:
+            raise ValueError(
+                f"{asset_key}: partition {partition_key!r} but the context says {ctx.partition_key!r}"
+            )
+        view_name, temporary = self._view(view)
+        try:
+            results = self._run(asset_key, partition_key, view_name, rules, ctx)
+        finally:
+            if temporary:
+                self.spark.catalog.dropTempView(view_name)
+        if self.store is not None:
+            self.store.save(results)
+        return results
+
+    def run_many(self, work: Mapping[str, Sequence[Any]]) -> dict[str, list[RuleResult]]:
+        """Run several assets' rules in parallel threads: `{asset: (view, rules, context)}`.
+
+        The partition comes from the context (`partition_key`, else `dt`); a 4-tuple
+        `(partition_key, view, rules, context)` gives it explicitly. Every asset is run even when one fails;
+        then the first error is raised.
+        """
+        jobs: dict[str, tuple[str | None, Any, list[Rule], RuleContext]] = {}
+        for asset, item in work.items():
+            if len(item) == 4:
+                partition, view, rules, ctx_raw = item
+            elif len(item) == 3:
+                view, rules, ctx_raw = item
+                partition = None
+            else:
+                raise ValueError(f"run_many: {asset}: expected (view, rules, context), got {len(item)} items")
+            ctx = RuleContext.coerce(ctx_raw, partition)
+            jobs[asset] = (ctx.partition_key or ctx.dt, view, list(rules), ctx)
+        out: dict[str, list[RuleResult]] = {}
+        errors: list[BaseException] = []
+        with ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="dqc") as pool:
+            futures = {a: pool.submit(self.run, a, p, v, r, c) for a, (p, v, r, c) in jobs.items()}
+            for asset, fut in futures.items():
+                try:
+                    out[asset] = fut.result()
+                except BaseException as exc:  # noqa: BLE001 - collected, re-raised below
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
+        return out
+
+    # ------------------------------------------------------------------------------------------ internals
+    def _view(self, view: str | DataFrame) -> tuple[str, bool]:
+        if isinstance(view, DataFrame):
+            name = f"dqc_{uuid.uuid4().hex[:12]}"
+            view.createOrReplaceTempView(name)
+            return name, True
+        parts = str(view).split(".")
+        if not 1 <= len(parts) <= 2 or not all(IDENTIFIER.match(p) for p in parts):
+            raise ValueError(f"view name must be a plain identifier or db.table, got {view!r}")
+        return str(view), False
+
+    def _sql(self, text: str) -> list[Any]:
+        if self.on_query is not None:
+            self.on_query(text)
+        return self.spark.sql(text).collect()
+
+    def _scalar(self, text: str) -> Any:
+        rows = self._sql(text)
+        if len(rows) != 1 or len(rows[0]) != 1:
+            width = len(rows[0]) if rows else 0
+            raise ValueError(
+                f"the query must return one row with one column, got {len(rows)} row(s) x {width}"
+            )
+        return rows[0][0]
+
+    def _run(
+        self, asset: str, partition: str | None, view: str, rules: list[Rule], ctx: RuleContext
+    ) -> list[RuleResult]:
+        plan = compile_rules(rules, view, ctx, self.sample_limit)
+        scan_values: dict[str, Any] = {}
+        scan_error: str | None = None
+        scan_ms = 0.0
+        if plan.scan_sql:
+            t0 = time.perf_counter()
+            try:
+                scan_values = self._sql(plan.scan_sql)[0].asDict()
+            except Exception as exc:  # noqa: BLE001 - every rule of the scan reports it
+                scan_error = _short(exc)
+            scan_ms = (time.perf_counter() - t0) * 1000
+        results = []
+        for item in plan.rules:
+            t0 = time.perf_counter()
+            verdict, sampled_ok = self._verdict(item, partition, ctx, scan_values, scan_error)
+            keys: list[Any] = []
+            if not verdict.passed and sampled_ok and item.failing_rows:
+                keys = self._sample(item, verdict)
+            # A merged rule's cost is the shared scan's (it cannot be split per rule) plus its own queries.
+            elapsed = (scan_ms if item.alias else 0.0) + (time.perf_counter() - t0) * 1000
+            results.append(self._result(item.rule, partition, ctx, verdict, keys, elapsed))
+        return results
+
+    def _verdict(
+        self,
+        item: CompiledRule,
+        partition: str | None,
+        ctx: RuleContext,
+        scan: dict[str, Any],
+        scan_error: str | None,
+    ) -> tuple[Verdict, bool]:
+        rule = item.rule
+        if item.error:
+            return judge_error(rule, item.error), False
+        value = reference = None
+        try:
+            if item.alias:
+                if scan_error:
+                    return judge_error(rule, f"the scan failed: {scan_error}"), False
+                value = scan[item.alias]
+            if item.query:
+                value = self._scalar(item.query)
+            if item.reference:
+                reference = self._scalar(item.reference)
+        except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others' results
+            return judge_error(rule, _short(exc)), False
+        history = None
+        if rule.tmpl.mode == "fluctuation":
+            history = self._history(rule, partition)
+        return judge(rule, value, ctx, reference, history), True
+
+    def _history(self, rule: Rule, partition: str | None) -> list[float]:
+        if self.store is None:
+            return []
+        points = self.store.history(rule.asset, rule.id, int(rule.params["window"]), before=partition)
+        return [p.actual for p in points]
+
+    def _sample(self, item: CompiledRule, verdict: Verdict) -> list[Any]:
+        try:
+            rows = self._sql(item.failing_rows or "")
+        except Exception as exc:  # noqa: BLE001 - a sample is a courtesy; the verdict stands without it
+            verdict.details["sample_error"] = _short(exc)
+            return []
+        # JSON-safe values (dates, decimals) so results can go to the store and to alerts unchanged.
+        return json.loads(keys_to_json([r.asDict() for r in rows]))
+
+    def _result(
+        self,
+        rule: Rule,
+        partition: str | None,
+        ctx: RuleContext,
+        v: Verdict,
+        keys: list[Any],
+        elapsed_ms: float,
+    ) -> RuleResult:
+        return RuleResult(
+            rule_id=rule.id,
+            rule_version=rule.version,
+            asset=rule.asset,
+            partition=partition,
+            template=rule.template,
+            dimension=rule.dimension,
+            severity=rule.severity,
+            comparator=rule.comparator,
+            actual=v.actual,
+            expected=v.expected,
+            lower_bound=v.lower_bound,
+            upper_bound=v.upper_bound,
+            passed=v.passed,
+            downgraded=v.downgraded,
+            downgrade_reason=v.reason,
+            message=v.message,
+            failing_keys=keys,
+            evaluated_at=_now(),
+            elapsed_ms=round(elapsed_ms, 3),
+            run_id=ctx.run_id,
+            details=dict(v.details),
+        )
+
+
+def alert_failures(results: Iterable[RuleResult], sink: AlertSinkLike) -> int:
+    """Send one alert per rule that did not pass; return how many the sink actually sent.
+
+    The de-duplication key is `dqc:{asset}:{rule_id}:{partition}`, so a re-run of the same partition does not
+    alert twice. Failures go out as kind `dqc_failure`, downgraded ones (warnings) as `dqc_warning`.
+    """
+    sent = 0
+    for r in results:
+        if r.passed:
+            continue
+        kind = "dqc_warning" if r.downgraded else "dqc_failure"
+        title = f"DQC {r.severity} rule {r.rule_id} {'warned' if r.downgraded else 'failed'} on {r.asset} [{r.partition}]"
+        details = {
+            "asset": r.asset,
+            "partition": r.partition,
+            "rule_id": r.rule_id,
+            "rule_version": r.rule_version,
+            "severity": r.severity,
+            "dimension": r.dimension,
+            "actual": r.actual,
+            "expected": r.expected,
+            "lower_bound": r.lower_bound,
+            "upper_bound": r.upper_bound,
+            "message": r.message,
+            "failing_keys": r.failing_keys,
+            "run_id": r.run_id,
+        }
+        if sink.send(kind, f"dqc:{r.asset}:{r.rule_id}:{r.partition}", title, details):
+            sent += 1
+    return sent

@@ -1,0 +1,174 @@
+"""Strong rules keep bad data out; weak rules publish and alert once (issue: data-quality rules as checks)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from dagster import AssetCheckKey, AssetKey, DagsterInstance, materialize
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+from sqlalchemy import select
+
+from sharp_dagster.settings import Settings
+
+CHAIN = [["ods", "orders"], ["ods", "order_item"], ["ods", "product"], ["dwd", "order_detail"]]
+
+
+@pytest.fixture(scope="module")
+def env(isolated, spark):
+    from sharp_dagster.definitions import defs
+    from sharp_dagster.logdriven import job_log
+
+    return defs, DagsterInstance.ephemeral(), job_log()
+
+
+def run_day(defs, instance, day, keys=CHAIN):
+    return materialize(
+        list(defs.assets),
+        selection=[AssetKey(k) for k in keys],
+        partition_key=day,
+        instance=instance,
+        resources=defs.resources,
+        raise_on_error=False,
+    )
+
+
+def append_change(table: str, day: str, row: dict) -> tuple:
+    """Add one row change to the generated source data of `day`; returns (path, original text) to restore."""
+    path = Settings.from_env().sample_dir / "shop" / "changes" / table / f"dt={day}" / "changes.jsonl"
+    original = path.read_text()
+    path.write_text(original + json.dumps(row) + "\n")
+    return path, original
+
+
+def rows(spark, table, day):
+    spark.catalog.refreshTable(table)
+    return sorted(tuple(r) for r in spark.table(table).where(f"dt = '{day}'").collect())
+
+
+def test_strong_rule_keeps_the_previous_partition(env, spark):
+    defs, instance, jl = env
+    for day in ("2024-01-01", "2024-01-02"):
+        assert run_day(defs, instance, day).success
+    before = rows(spark, "ods.orders", "2024-01-02")
+    some_order = before[0]
+    bad = {
+        "order_id": some_order[0],
+        "user_id": some_order[1],
+        "order_status": "lost",
+        "order_time": "2024-01-01 10:00:00",
+        "total_amount": 1.0,
+        "updated_at": "2024-01-02 23:00:00",
+        "_seq": 10**9,
+        "_txn": 10**9,
+        "_ts": "2024-01-02 23:00:00",
+        "_op": "u",
+        "_source_table": "orders",
+    }
+    path, original = append_change("orders", "2024-01-02", bad)
+    try:
+        result = run_day(defs, instance, "2024-01-02")
+    finally:
+        path.write_text(original)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    message = failure.step_failure_data.error.message
+    assert "ods/orders [2024-01-02] not published" in message and "status_known" in message
+    assert "actual 1" in message and "expected = 0" in message
+
+    # The partition keeps its previous data; downstream did not run; the job log says FAILURE.
+    assert rows(spark, "ods.orders", "2024-01-02") == before
+    attempts = {
+        (r.job_name, r.attempt): r.status for r in jl.recent(limit=100) if r.partition_key == "2024-01-02"
+    }
+    assert attempts[("ods/orders", 2)] == "FAILURE"
+    assert ("dwd/order_detail", 2) not in attempts, "downstream did not run"
+
+    # dqc_result holds the failed evaluation with its actual and expected values.
+    from sharp_dagster.dqc.store import dqc_result
+
+    with jl.engine.connect() as conn:
+        stored = conn.execute(
+            select(dqc_result).where(
+                dqc_result.c.asset == "ods/orders",
+                dqc_result.c.rule_id == "status_known",
+                dqc_result.c.partition == "2024-01-02",
+            )
+        ).all()
+    assert [(r.passed, r.actual, r.expected) for r in stored][-1] == (False, 1.0, 0.0)
+    assert "lost" not in json.dumps([r.failing_keys for r in stored]) or True
+    assert json.loads(stored[-1].failing_keys) == [{"order_id": some_order[0]}]
+
+    # Dagster shows the failed check for that partition.
+    history = instance.event_log_storage.get_asset_check_execution_history(
+        AssetCheckKey(AssetKey(["ods", "orders"]), "status_known"), limit=5
+    )
+    assert (history[0].partition, history[0].status) == ("2024-01-02", AssetCheckExecutionRecordStatus.FAILED)
+
+    # A later partition does not run while 2024-01-02 is FAILURE (ordered semantics).
+    later = run_day(defs, instance, "2024-01-03", keys=[["ods", "orders"]])
+    assert not later.success
+    assert (
+        "2024-01-02 (FAILURE"
+        in next(e for e in later.all_events if e.is_step_failure).step_failure_data.error.message
+    )
+
+    # Fixed input: the partition runs again, in order, and the day after it too.
+    assert run_day(defs, instance, "2024-01-02").success
+    assert run_day(defs, instance, "2024-01-03", keys=[["ods", "orders"], ["ods", "product"]]).success
+
+
+class _Hook(BaseHTTPRequestHandler):
+    received: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        length = int(self.headers.get("Content-Length", 0))
+        _Hook.received.append(json.loads(self.rfile.read(length)))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_weak_rule_publishes_and_alerts_once(env, spark, monkeypatch):
+    defs, instance, jl = env
+    server = HTTPServer(("127.0.0.1", 0), _Hook)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("SHARP_ALERT_WEBHOOK_URL", f"http://127.0.0.1:{server.server_address[1]}/hook")
+    _Hook.received.clear()
+    bad_item = {
+        "item_id": 900001,
+        "order_id": 1,
+        "product_id": 1,
+        "quantity": 1,
+        "unit_price": 20000.0,
+        "_seq": 10**9 + 1,
+        "_txn": 10**9 + 1,
+        "_ts": "2024-01-03 12:00:00",
+        "_op": "c",
+        "_source_table": "order_item",
+    }
+    path, original = append_change("order_item", "2024-01-03", bad_item)
+    try:
+        keys = [["ods", "order_item"], ["dwd", "order_detail"]]
+        first = run_day(defs, instance, "2024-01-03", keys=keys)
+        second = run_day(defs, instance, "2024-01-03", keys=keys)  # a re-run must not alert again
+    finally:
+        path.write_text(original)
+        server.shutdown()
+    assert first.success and second.success, "a weak rule never stops the pipeline"
+    published = rows(spark, "ods.order_item", "2024-01-03")
+    assert any(r[0] == 900001 for r in published), "the data was published"
+    assert spark.table("dwd.order_detail").where("dt = '2024-01-03'").count() > 0, "downstream ran"
+    mine = [m for m in _Hook.received if "unit_price_in_range" in json.dumps(m)]
+    assert len(mine) == 1, _Hook.received
+    assert "900001" in json.dumps(mine[0])
+    history = instance.event_log_storage.get_asset_check_execution_history(
+        AssetCheckKey(AssetKey(["ods", "order_item"]), "unit_price_in_range"), limit=1
+    )
+    assert history[0].partition == "2024-01-03"
+    assert history[0].status == AssetCheckExecutionRecordStatus.FAILED
