@@ -1,9 +1,11 @@
-"""External source tables: what the ODS layer reads that no asset of ours writes.
+"""Tables the SQL assets read that no SQL file writes, and the demo's generated source files.
+
+The ODS tables are built by the CDC path (`sharp_dagster.cdc`): source database tables (`mysql:shop.<physical>`)
+-> raw binlog table `original_binlog.shop` -> `ods.<table>`. Their schemas and edges feed the lineage graph.
 
 The shop's generated files (`sharp_dagster.demo.generator`) are exposed to Spark SQL as
-`src_shop.<table>_snapshot` (the initial snapshot) and `src_shop.<table>_changes` (row changes, partitioned by
-`dt`). Each is an external (source) asset in Dagster and a vertex of the lineage graph, fed by the physical tables
-of the source database (`mysql:shop.<physical table>`).
+`src_shop.<table>_snapshot` (the initial snapshot, the demo's bootstrap of the ODS state) and
+`src_shop.<table>_changes` (row changes, partitioned by `dt`, which the demo replays through Kafka).
 """
 
 from __future__ import annotations
@@ -30,25 +32,45 @@ def changes_table(logical: str) -> str:
     return f"{SOURCE_SCHEMA}.{logical}_changes"
 
 
+def ods_schema(table) -> dict[str, str]:
+    """The columns of `ods.<table>` as the daily merge publishes them (sharded tables carry their shard)."""
+    cols = dict(table.spark_schema)
+    if len(table.shards) > 1:
+        cols["source_table"] = "string"
+    return cols
+
+
 def external_schemas() -> dict[str, dict[str, str]]:
-    """Column types of every external table, for `SELECT *` expansion and validation."""
+    """Column types of the tables SQL assets read that no SQL file writes: the CDC-built ODS tables, the raw
+    binlog table and the source database's tables (for lineage and `SELECT *` expansion)."""
+    from sharp_dagster.cdc.binlog_schema import RAW_BINLOG_COLUMNS, RAW_BINLOG_PARTITION_COLUMNS
+
     schemas: dict[str, dict[str, str]] = {}
     for table in TABLES.values():
-        schemas[snapshot_table(table.name)] = {**table.spark_schema, "_source_table": "string"}
-        schemas[changes_table(table.name)] = {**table.spark_schema, **CHANGE_META, "dt": "string"}
+        schemas[f"ods.{table.name}"] = ods_schema(table)
         for physical in table.shards:
             schemas[f"mysql:{SOURCE_DB}.{physical}"] = dict(table.spark_schema)
+    schemas[f"original_binlog.{SOURCE_DB}"] = {
+        **dict(RAW_BINLOG_COLUMNS),
+        **{c: "string" for c in RAW_BINLOG_PARTITION_COLUMNS},
+    }
     return schemas
 
 
 def source_edges() -> list[tuple[str, str]]:
-    """Table-level edges from the source database's physical tables to the files that carry them."""
-    edges = []
-    for table in TABLES.values():
-        for physical in table.shards:
-            edges.append((f"mysql:{SOURCE_DB}.{physical}", snapshot_table(table.name)))
-            edges.append((f"mysql:{SOURCE_DB}.{physical}", changes_table(table.name)))
-    return edges
+    """Table-level edges of the CDC path: source tables -> raw binlog table -> ODS tables."""
+    from sharp_dagster.cdc.project import lineage_edges
+
+    return lineage_edges({t.name: list(t.shards) for t in TABLES.values()})
+
+
+def other_assets() -> dict[str, str]:
+    """Tables written by non-SQL assets (the CDC path), qualified name -> grain."""
+    from sharp_dagster.cdc.project import landing_assets, ods_tables
+
+    assets = {f"ods.{t.name}": "daily" for t in ods_tables()}
+    assets.update({f"original_binlog.{db}": "hourly" for _, db, _ in landing_assets()})
+    return assets
 
 
 def register_sources(spark, sample_dir: Path | str) -> None:

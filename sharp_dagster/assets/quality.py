@@ -42,6 +42,8 @@ def load_project_rules(
     if not quality_dir.is_dir():
         return {}
     schemas = {t.asset_key_str: output_columns(deps[t.qualified], t.qualified) for t in catalog.tables}
+    for qualified in catalog.other_assets:  # tables built by the CDC path
+        schemas[qualified.replace(".", "/")] = dict(catalog.external_schemas.get(qualified, {}))
     known = {name: cols for name, cols in catalog.external_schemas.items() if ":" not in name}
     try:
         rules = load_rules(quality_dir, schemas, known)

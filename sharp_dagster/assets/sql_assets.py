@@ -105,106 +105,118 @@ def build_sql_asset(
         },
     )
     def _sql_asset(context, **inputs):  # no annotation: Dagster inspects it at runtime
+        # `inputs` (loaded by the IO manager) proved every upstream partition exists; the SQL reads the tables.
         spark_resource = context.resources.spark
         store = spark_resource.store()
-        ref = table_ref_for(table.asset_key_path, table.grain)
-        keys = context.partition_keys
-        if len(keys) == 1:
-            # One partition: compute and check here; the IO manager publishes what passed.
-            key = keys[0]
-            run = _begin(context, table, log_asset, key, spark_resource)
-            try:
-                with run.step("read", source_type="parquet") as rec:
-                    rec.source_count = run.source_count = sum(
-                        df.count() for df in inputs.values()
-                    ) + _prepare(context, table, spark_resource, key)
-                df = _transform(context, run, table, key, spark_resource)
-                if not rules:
-                    yield Output(df)
-                    return
-                staged = run.stage(store, ref, partition_values(key, table.grain), df)
-                results = quality.evaluate(run, store, staged, rules, table.grain, grains)
-            except BaseException as exc:
-                run.fail(exc)
-                raise
-            yield from _strong_gate(context, run, store, staged, results)
-            yield Output(staged, metadata=quality.score_metadata(results))
-            yield from _weak_report(context, run, results)
-            return
-        # A range (a single-run backfill): partitions strictly oldest first, each published on its own; at the
-        # first failure the later ones never run, and the ones already published are reported as materialized.
-        # Partitions already SUCCESS are skipped unless the run is a refresh, so a relaunch resumes at the failure.
-        done: list[tuple[str, int]] = []
-        last_results: list = []
-        refresh = context.run.tags.get(REFRESH_TAG) == "true"
-        for key in keys:
-            if (
-                not refresh
-                and already_done(log_asset, key)
-                and store.has_partition(ref, partition_values(key, table.grain))
-            ):
-                context.log.info(
-                    f"{table.asset_key_str} [{key}]: SUCCESS in the job log, skipped (tag {REFRESH_TAG}=true to re-run)"
+
+        def compute(key: str, run: PartitionRun):
+            with run.step("read", source_type="parquet") as rec:
+                frames = [
+                    store.read_partitions(
+                        table_ref_for(up.split("."), grains.get(up, table.grain)),
+                        [
+                            partition_values(k, grains.get(up, table.grain))
+                            for k in upstream_keys(table, up, key, grains)
+                        ],
+                        needed_by=f"{table.asset_key_str}[{key}]",
+                    )
+                    for up in upstream_assets
+                ]
+                rec.source_count = run.source_count = sum(df.count() for df in frames) + _prepare(
+                    context, table, spark_resource, key
                 )
-                continue
-            try:
-                run = _begin(context, table, log_asset, key, spark_resource)
-                try:
-                    with run.step("read", source_type="parquet") as rec:
-                        frames = [
-                            store.read_partitions(
-                                table_ref_for(up.split("."), grains.get(up, table.grain)),
-                                [
-                                    partition_values(k, grains.get(up, table.grain))
-                                    for k in upstream_keys(table, up, key, grains)
-                                ],
-                                needed_by=f"{table.asset_key_str}[{key}]",
-                            )
-                            for up in upstream_assets
-                        ]
-                        rec.source_count = run.source_count = sum(df.count() for df in frames) + _prepare(
-                            context, table, spark_resource, key
-                        )
-                    df = _transform(context, run, table, key, spark_resource)
-                    staged = run.stage(store, ref, partition_values(key, table.grain), df)
-                    results = (
-                        quality.evaluate(run, store, staged, rules, table.grain, grains) if rules else []
-                    )
-                except BaseException as exc:
-                    run.fail(exc)
-                    raise
-                yield from _strong_gate(context, run, store, staged, results, report_passed=False)
-                run.publish_staged(store, staged)
-                list(_weak_report(context, run, results, report=False))
-                last_results = results
-                done.append((key, staged.row_count))
-                context.log.info(f"{table.asset_key_str} [{key}]: {staged.row_count} rows published")
-            except BaseException:
-                for done_key, rows in done:
-                    yield AssetMaterialization(
-                        asset_key=context.asset_key,
-                        partition=done_key,
-                        metadata={"dagster/row_count": rows, "dagster/partition_row_count": rows},
-                    )
-                raise
-        # One result per check for the run (the last partition's); every partition's results are in dqc_result.
-        for result in last_results:
-            yield quality.check_result(context.asset_key, result)
-        yield Output(
-            None,
-            metadata={
-                "partitions_published": len(done),
-                "rows_by_partition": MetadataValue.json(dict(done)),
-                **quality.score_metadata(last_results),
-            },
+            return _transform(context, run, table, key, spark_resource)
+
+        yield from run_partitions(
+            context, table.asset_key_path, table.grain, log_asset, compute, rules, grains
         )
 
     return _sql_asset
 
 
-def _begin(context, table: SqlTable, log_asset: LogDrivenAsset, key: str, spark_resource) -> PartitionRun:
+def _begin(context, log_asset: LogDrivenAsset, key: str, spark_resource) -> PartitionRun:
     app_id = spark_resource.session().sparkContext.applicationId
     return PartitionRun.begin(context, log_asset, key, application_id=app_id)
+
+
+def run_partitions(context, asset_key_path, grain: str, log_asset: LogDrivenAsset, compute, rules, grains):
+    """Materialize the run's partitions of one log-driven asset, strictly oldest first.
+
+    `compute(key, run)` records its read/transform steps and returns the partition's DataFrame. Each partition is
+    claimed, computed, staged, checked (all rules, one scan), and published only when no strong rule failed.
+    One partition: the IO manager does the final swap (`Output(staged)`), then the weak rules are reported.
+    A range (a single-run backfill): each partition is published here; at the first failure the later ones never
+    run and the ones already published are reported as materialized. Partitions already SUCCESS are skipped
+    unless the run is a refresh, so relaunching a failed backfill resumes at the failure.
+    """
+    spark_resource = context.resources.spark
+    store = spark_resource.store()
+    ref = table_ref_for(asset_key_path, grain)
+    keys = context.partition_keys
+    if len(keys) == 1:
+        key = keys[0]
+        run = _begin(context, log_asset, key, spark_resource)
+        try:
+            df = compute(key, run)
+            if not rules:
+                yield Output(df)
+                return
+            staged = run.stage(store, ref, partition_values(key, grain), df)
+            results = quality.evaluate(run, store, staged, rules, grain, grains)
+        except BaseException as exc:
+            run.fail(exc)
+            raise
+        yield from _strong_gate(context, run, store, staged, results)
+        yield Output(staged, metadata=quality.score_metadata(results))
+        yield from _weak_report(context, run, results)
+        return
+    done: list[tuple[str, int]] = []
+    last_results: list = []
+    refresh = context.run.tags.get(REFRESH_TAG) == "true"
+    for key in keys:
+        if (
+            not refresh
+            and already_done(log_asset, key)
+            and store.has_partition(ref, partition_values(key, grain))
+        ):
+            context.log.info(
+                f"{log_asset.job_name} [{key}]: SUCCESS in the job log, skipped ({REFRESH_TAG}=true re-runs)"
+            )
+            continue
+        try:
+            run = _begin(context, log_asset, key, spark_resource)
+            try:
+                df = compute(key, run)
+                staged = run.stage(store, ref, partition_values(key, grain), df)
+                results = quality.evaluate(run, store, staged, rules, grain, grains) if rules else []
+            except BaseException as exc:
+                run.fail(exc)
+                raise
+            yield from _strong_gate(context, run, store, staged, results, report_passed=False)
+            run.publish_staged(store, staged)
+            list(_weak_report(context, run, results, report=False))
+            last_results = results
+            done.append((key, staged.row_count))
+            context.log.info(f"{log_asset.job_name} [{key}]: {staged.row_count} rows published")
+        except BaseException:
+            for done_key, rows in done:
+                yield AssetMaterialization(
+                    asset_key=context.asset_key,
+                    partition=done_key,
+                    metadata={"dagster/row_count": rows, "dagster/partition_row_count": rows},
+                )
+            raise
+    # One result per check for the run (the last partition's); every partition's results are in dqc_result.
+    for result in last_results:
+        yield quality.check_result(context.asset_key, result)
+    yield Output(
+        None,
+        metadata={
+            "partitions_published": len(done),
+            "rows_by_partition": MetadataValue.json(dict(done)),
+            **quality.score_metadata(last_results),
+        },
+    )
 
 
 def _strong_gate(context, run: PartitionRun, store, staged, results, report_passed: bool = True):

@@ -31,7 +31,7 @@ from typing import Literal
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sharp_dagster.cdc.binlog_schema import FILE_FACTOR
+from sharp_dagster.cdc.binlog_schema import FILE_FACTOR, POS_FACTOR
 from sharp_dagster.cdc.schema_evolution import evolve_columns
 
 SEQ_COLUMN = "_binlog_seq"
@@ -166,13 +166,16 @@ def merge_day(
     # three times (state rows, state keys, new keys): materialize it once, or the optimizer re-parses the day's
     # JSON for each use (it pushes the anti join below the aggregate, so no exchange is reused).
     delta = delta.localCheckpoint(eager=True)
-    kept = state.join(F.broadcast(delta), _key_condition(plan, state, delta), "left")
+    # A plain equi-join on a single long key probes a much faster hash table than a null-safe one; it is the
+    # same join when the day has no null key (state rows with a null key then match nothing either way).
+    null_safe = _has_null_key(delta, plan)
+    kept = state.join(F.broadcast(delta), _key_condition(plan, state, delta, null_safe), "left")
     state_keys = state.select(*[F.col(f"`{k}`") for k in plan.keys])
     delta_keys = delta.select(*_delta_key_names(plan))
     matched = state_keys.join(
-        F.broadcast(delta_keys), _key_condition(plan, state_keys, delta_keys), "left_semi"
+        F.broadcast(delta_keys), _key_condition(plan, state_keys, delta_keys, null_safe), "left_semi"
     )
-    new = delta.join(F.broadcast(matched), _key_condition(plan, matched, delta), "left_anti")
+    new = delta.join(F.broadcast(matched), _key_condition(plan, matched, delta, null_safe), "left_anti")
     return kept.select(*_finalize(plan, base=state, delta_keys=False)).unionByName(
         new.select(*_finalize(plan, base=None, delta_keys=True))
     )
@@ -302,12 +305,20 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
     image = _image_schema(key_names + value_names)
     exact_via_variant = {name for name, typ in plan.values if not _exact_as_text(typ)}
     seq = F.col("binlog_seq").cast(SEQ_TYPE)
+    parts_known = (
+        F.col("binlog_file_seq").isNotNull() & F.col("binlog_pos").isNotNull() & F.col("row_idx").isNotNull()
+    )
     parsed = changes.where(op.isin(*ROW_OPS)).select(
         op,
         seq.alias("seq"),
-        # Ordering compares two longs (file, position * 10^6 + row) instead of a 38-digit decimal.
-        F.expr(f"binlog_seq div {FILE_FACTOR}").alias("hi"),
-        (seq % F.lit(Decimal(FILE_FACTOR)).cast(SEQ_TYPE)).cast("bigint").alias("lo"),
+        # Ordering compares two longs, (file, position * 10^6 + row), instead of a 38-digit decimal: the parts
+        # binlog_seq packs (binlog_schema.binlog_seq), or binlog_seq itself split when a part is missing.
+        F.when(parts_known, F.col("binlog_file_seq"))
+        .otherwise(F.expr(f"binlog_seq div {FILE_FACTOR}"))
+        .alias("hi"),
+        F.when(parts_known, F.col("binlog_pos") * POS_FACTOR + F.col("row_idx"))
+        .otherwise((seq % F.lit(Decimal(FILE_FACTOR)).cast(SEQ_TYPE)).cast("bigint"))
+        .alias("lo"),
         F.col("event_uid").alias("uid"),
         F.col("source_table").alias("src"),
         F.col("after_json"),
@@ -464,13 +475,22 @@ def _delta(changes: DataFrame, plan: _Plan) -> DataFrame:
     )
 
 
-def _key_condition(plan: _Plan, left: DataFrame, delta: DataFrame) -> Column:
+def _key_condition(plan: _Plan, left: DataFrame, delta: DataFrame, null_safe: bool = True) -> Column:
     condition = None
     for i, name in enumerate(plan.keys):
-        # Null-safe: a business key may hold nulls, and a null key must still find its state row (re-runs).
-        term = left[f"`{name}`"].eqNullSafe(delta[f"__k{i}"])
+        # Null-safe by default: a business key may hold nulls, and a null key must still find its state row.
+        left_col, delta_col = left[f"`{name}`"], delta[f"__k{i}"]
+        term = left_col.eqNullSafe(delta_col) if null_safe else left_col == delta_col
         condition = term if condition is None else condition & term
     return condition
+
+
+def _has_null_key(delta: DataFrame, plan: _Plan) -> bool:
+    any_null = None
+    for name in _delta_key_names(plan):
+        term = F.col(name).isNull()
+        any_null = term if any_null is None else any_null | term
+    return bool(delta.where(any_null).limit(1).collect())
 
 
 def _finalize(plan: _Plan, base: DataFrame | None, delta_keys: bool | None) -> list[Column]:

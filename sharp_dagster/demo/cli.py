@@ -21,6 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--days", type=int, default=3, help="how many days to materialize (default 3)")
     demo.add_argument("--start", type=_date, default=None, help="first day (default: the warehouse's start)")
     demo.add_argument("--users", type=int, default=200, help="size of the generated shop (users)")
+    demo.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the previous demo's state (needs a persistent SHARP_KAFKA_BOOTSTRAP)",
+    )
     demo.set_defaults(func=_demo)
 
     gen = sub.add_parser("generate", help="write the sample shop's snapshot and changes under data/sample")
@@ -36,7 +41,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     if args.days < 1:
         raise CliError("--days must be at least 1")
-    result = run_demo(days=args.days, start=args.start, users=args.users)
+    result = run_demo(days=args.days, start=args.start, users=args.users, keep=args.keep)
     return 1 if result.failed else 0
 
 

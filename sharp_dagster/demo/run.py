@@ -40,12 +40,59 @@ def demo_days(start: str, days: int) -> list[str]:
     return [(first + timedelta(days=i)).isoformat() for i in range(days)]
 
 
-def run_demo(days: int = 3, start: str | None = None, users: int = 200, out=sys.stdout) -> DemoResult:
+def reset_demo_state(settings: Settings, out=sys.stdout) -> None:
+    """Remove what a previous demo wrote (warehouse, job log, Dagster home); the generated sample data stays.
+
+    The demo's broker keeps its topics in memory, so offsets the job log remembers from an earlier demo would
+    not exist in the new broker: the demo starts from a clean state instead.
+    """
+    import shutil
+
+    targets = [settings.warehouse_dir, Path(os.environ.get("DAGSTER_HOME") or settings.dagster_home)]
+    if settings.log_db_url.startswith("sqlite:///"):
+        db = Path(settings.log_db_url.removeprefix("sqlite:///"))
+        targets += [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
+    for target in targets:
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+    print(f"reset the previous demo's state under {settings.data_dir}", file=out)
+
+
+def bootstrap_ods(spark, store, sample_dir: Path) -> dict[str, int]:
+    """The first ODS states: the generated snapshot, stamped with binlog position 0 (before every change)."""
+    from sharp_dagster.assets.cdc_assets import bootstrap_state
+    from sharp_dagster.cdc.project import ods_tables
+    from sharp_dagster.sources import register_sources, snapshot_table
+
+    register_sources(spark, sample_dir)
+    rows = {}
+    for t in ods_tables():
+        snap = spark.table(snapshot_table(t.name))
+        snap = (
+            snap.withColumnRenamed("_source_table", "source_table")
+            if t.sharded
+            else snap.drop("_source_table")
+        )
+        rows[t.name] = bootstrap_state(store, t, snap, 0)
+    return rows
+
+
+def run_demo(
+    days: int = 3, start: str | None = None, users: int = 200, keep: bool = False, out=sys.stdout
+) -> DemoResult:
+    """Generate the shop, then per day: replay its binlog through Kafka, land it, merge ODS, build DWD and ADS."""
+    from sharp_dagster.assets.cdc_assets import KAFKA_ENV
     from sharp_dagster.demo.generator import GeneratorConfig, generate
+    from sharp_dagster.servers.broker import LocalBroker
     from sharp_dagster.warehouse.catalog import DEFAULT_START
 
     settings = Settings.from_env()
-    start = start or DEFAULT_START
+    if start not in (None, DEFAULT_START):
+        raise ValueError(f"the demo's sample data starts on {DEFAULT_START}")
+    if not keep:
+        reset_demo_state(settings, out)
     home = ensure_dagster_home(settings)
     cfg = GeneratorConfig(start=DEFAULT_START, days=max(days, 7), users=users)
     t0 = time.monotonic()
@@ -57,40 +104,87 @@ def run_demo(days: int = 3, start: str | None = None, users: int = 200, out=sys.
         file=out,
     )
     print(f"dagster home: {home}", file=out)
-    print("loading definitions and starting Spark ...", file=out, flush=True)
+    broker = None
+    if not os.environ.get(KAFKA_ENV):
+        broker = LocalBroker().start()
+        os.environ[KAFKA_ENV] = broker.bootstrap_servers
+        print(
+            f"started a local Kafka-protocol broker at {broker.bootstrap_servers} (pid {broker.pid})",
+            file=out,
+        )
+    try:
+        return _run_days(settings, days, manifest, out, t0)
+    finally:
+        if broker is not None:
+            broker.stop()
+            os.environ.pop(KAFKA_ENV, None)
 
+
+def _run_days(settings: Settings, days: int, manifest: dict, out, t0: float) -> DemoResult:
     from dagster import DagsterInstance
 
+    from sharp_dagster.assets.cdc_assets import KAFKA_ENV
+    from sharp_dagster.cdc.collector import ensure_topic
+    from sharp_dagster.cdc.project import landing_assets
+    from sharp_dagster.demo.replay import replay_day
+    from sharp_dagster.warehouse.catalog import DEFAULT_START
+
+    print("loading definitions and starting Spark ...", file=out, flush=True)
     from sharp_dagster.definitions import defs
 
-    job = defs.resolve_job_def("warehouse_daily")
-    result = DemoResult(days=demo_days(start, days))
+    bootstrap = os.environ[KAFKA_ENV]
+    (source, database, topic) = landing_assets()[0]
+    ensure_topic({"bootstrap.servers": bootstrap}, topic, source.topic_partitions)
+    spark_resource = defs.resources["spark"]
+    rows = bootstrap_ods(spark_resource.session(), spark_resource.store(), settings.sample_dir)
+    print(f"bootstrapped the ODS states from the snapshot: {rows}", file=out, flush=True)
+
+    daily = defs.resolve_job_def("warehouse_daily")
+    hourly = defs.resolve_job_def("binlog_hourly")
+    result = DemoResult(days=demo_days(DEFAULT_START, days))
     with DagsterInstance.get() as instance:
         for i, day in enumerate(result.days, start=1):
             t_day = time.monotonic()
+            sent = replay_day(
+                settings.sample_dir, day, bootstrap, topic, source.source_id, source.lateness_minutes
+            )
             print(
-                f"[{i}/{len(result.days)}] {day}: materializing {len(job.asset_layer.executable_asset_keys)} assets",
+                f"[{i}/{len(result.days)}] {day}: {sent} binlog messages sent to {topic}; landing",
                 file=out,
                 flush=True,
             )
-            run = job.execute_in_process(
-                partition_key=day, instance=instance, raise_on_error=False, run_config=QUIET
-            )
-            for event in run.get_asset_materialization_events():
-                mat = event.materialization
-                rows = int(mat.metadata["dagster/row_count"].value)
-                name = mat.asset_key.to_user_string()
-                result.rows.setdefault(name, {})[day] = rows
-                print(f"      {name:<28} {rows:>7} rows", file=out, flush=True)
-            if not run.success:
-                failure = next((e for e in run.all_events if e.is_step_failure), None)
+            runs = [
+                hourly.execute_in_process(
+                    partition_key=f"{day}-23:00", instance=instance, raise_on_error=False, run_config=QUIET
+                )
+            ]
+            if runs[0].success:
+                print(
+                    f"      merging and building {len(daily.asset_layer.executable_asset_keys)} assets",
+                    file=out,
+                    flush=True,
+                )
+                runs.append(
+                    daily.execute_in_process(
+                        partition_key=day, instance=instance, raise_on_error=False, run_config=QUIET
+                    )
+                )
+            for run in runs:
+                for event in run.get_asset_materialization_events():
+                    mat = event.materialization
+                    rows_meta = mat.metadata.get("dagster/row_count")
+                    count = int(rows_meta.value) if rows_meta is not None else 0
+                    name = mat.asset_key.to_user_string()
+                    result.rows.setdefault(name, {})[day] = count
+                    print(f"      {name:<28} {count:>7} rows", file=out, flush=True)
+            failed = next((r for r in runs if not r.success), None)
+            if failed is not None:
+                failure = next((e for e in failed.all_events if e.is_step_failure), None)
                 reason = failure.step_failure_data.error.message.strip() if failure else "run failed"
                 result.failed = f"{day}: {reason}"
                 print(f"      FAILED: {reason}", file=out)
                 break
-            print(
-                f"      done in {time.monotonic() - t_day:.1f}s (run {run.run_id[:8]})", file=out, flush=True
-            )
+            print(f"      done in {time.monotonic() - t_day:.1f}s", file=out, flush=True)
     result.seconds = time.monotonic() - t0
     print_summary(result, out)
     return result
@@ -100,7 +194,10 @@ def print_summary(result: DemoResult, out=sys.stdout) -> None:
     print("", file=out)
     print("demo summary", file=out)
     print(f"  {'table':<28} {'partitions':>10} {'rows':>9}  {'last partition':>14}", file=out)
-    for name in sorted(result.rows, key=lambda n: (("ods", "dwd", "ads").index(n.split("/")[0]), n)):
+    order = ("original_binlog", "ods", "dwd", "ads")
+    for name in sorted(
+        result.rows, key=lambda n: (order.index(n.split("/")[0]) if n.split("/")[0] in order else 9, n)
+    ):
         parts = result.rows[name]
         last = max(parts)
         print(f"  {name:<28} {len(parts):>10} {sum(parts.values()):>9}  {parts[last]:>7} ({last})", file=out)

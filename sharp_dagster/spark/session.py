@@ -47,8 +47,13 @@ def build_spark_session(
     merged = dict(DEFAULT_CONF)
     merged["spark.sql.warehouse.dir"] = str(settings.warehouse_dir)
     level = os.environ.get("SHARP_SPARK_LOG_LEVEL", "ERROR").upper()
+    # Whole-stage code for wide aggregates (many data-quality rules in one scan) exceeds HotSpot's 8000-byte
+    # JIT limit and would run interpreted; let the JIT compile it.
+    java_opts = ["-XX:-DontCompileHugeMethods"]
     if level in {"ERROR", "OFF", "FATAL"}:
-        merged["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}"
+        java_opts.append(f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}")
+    merged["spark.driver.extraJavaOptions"] = " ".join(java_opts)
+    merged["spark.executor.extraJavaOptions"] = "-XX:-DontCompileHugeMethods"
     if settings.spark_master.startswith("spark://"):
         # Executors on a cluster must reach the driver; on one machine that is loopback.
         merged.setdefault("spark.driver.host", os.environ.get("SHARP_SPARK_DRIVER_HOST", "127.0.0.1"))

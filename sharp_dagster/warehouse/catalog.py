@@ -70,6 +70,7 @@ class WarehouseCatalog:
     tables: list[SqlTable]
     external_schemas: dict[str, dict[str, str]] = field(default_factory=dict)
     extra_edges: list[tuple[str, str]] = field(default_factory=list)
+    other_assets: dict[str, str] = field(default_factory=dict)  # tables of non-SQL assets -> grain
 
     def by_qualified(self) -> dict[str, SqlTable]:
         return {t.qualified: t for t in self.tables}
@@ -180,8 +181,11 @@ def load_catalog(sql_dir: Path | str | None = None) -> WarehouseCatalog:
 
 @lru_cache(maxsize=8)
 def _load_catalog(sql_dir: Path) -> WarehouseCatalog:
-    from sharp_dagster.sources import external_schemas, source_edges
+    from sharp_dagster.sources import external_schemas, other_assets, source_edges
 
     return WarehouseCatalog(
-        tables=discover(sql_dir), external_schemas=external_schemas(), extra_edges=source_edges()
+        tables=discover(sql_dir),
+        external_schemas=external_schemas(),
+        extra_edges=source_edges(),
+        other_assets=other_assets(),
     )

@@ -27,7 +27,7 @@ def resolve(catalog: WarehouseCatalog) -> dict[str, TableDeps]:
         lineage = project_lineage(catalog)
     except ValueError as exc:  # the lineage engine names path:line:col
         raise WarehouseDefinitionError(f"SQL syntax error: {exc}") from exc
-    assets = catalog.by_qualified()
+    assets = {*catalog.by_qualified(), *catalog.other_assets}
     result: dict[str, TableDeps] = {}
     for table in catalog.tables:
         read = sorted(s for s in lineage[table.qualified].sources if s != table.qualified)

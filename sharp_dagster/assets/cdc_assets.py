@@ -1,0 +1,262 @@
+"""The CDC path as Dagster assets: hourly landing of the binlog topic, daily merge into the ODS tables.
+
+- `original_binlog/<db>` (hourly, group `cdc`): reads the topic from the end offsets of the job log's last
+  successful landing (the Kafka incremental mode) up to the end offsets captured when the run starts, writes the
+  raw binlog rows (re-landing the same offsets changes nothing), keeps bad messages in quarantine with the count
+  in step_log, records the end offsets actually read + 1 as `data_range_end`, and writes the done markers of the
+  hours that are complete (low watermark of event time past hour end + lateness).
+- `ods/<table>` (daily, group `ods`): `checkdone` (all 24 done markers of the day, else the run fails before
+  reading anything), then `merge_day(previous state, the day's changes)` written to `ods_state.<table>` (with
+  tombstones), and the live rows published to `ods.<table>` through the same staged/checked/swapped path as every
+  SQL table (data-quality rules included).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import date, datetime, timedelta
+
+from dagster import (
+    AssetDep,
+    AssetKey,
+    AssetsDefinition,
+    AssetSpec,
+    BackfillPolicy,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    TimeWindowPartitionMapping,
+    asset,
+)
+
+from sharp_dagster.assets import quality
+from sharp_dagster.assets.sql_assets import run_partitions
+from sharp_dagster.cdc.project import START, OdsTable, bootstrap_day
+from sharp_dagster.joblog import SUCCESS, PeriodSpec
+from sharp_dagster.logdriven import PROJECT_NAME, LogDrivenAsset, job_log_or_fail
+from sharp_dagster.partitions import partitions_for
+from sharp_dagster.spark.tables import MissingPartitionError, TableRef
+
+KAFKA_ENV = "SHARP_KAFKA_BOOTSTRAP"
+
+
+def kafka_config() -> dict[str, str]:
+    servers = os.environ.get(KAFKA_ENV)
+    if not servers:
+        raise Failure(
+            description=f"{KAFKA_ENV} is not set: no Kafka bootstrap servers to land the binlog from"
+        )
+    return {"bootstrap.servers": servers}
+
+
+def state_ref(table: str) -> TableRef:
+    return TableRef("ods_state", table, ("dt",))
+
+
+def source_specs(physical_by_table: dict[str, list[str]], database: str) -> list[AssetSpec]:
+    return [
+        AssetSpec(
+            key=AssetKey(["mysql", database, physical]),
+            group_name="sources",
+            description=f"Source table `{database}.{physical}` of the MySQL/MariaDB shop database (binlog captured).",
+            kinds={"mysql"},
+        )
+        for shards in physical_by_table.values()
+        for physical in shards
+    ]
+
+
+def build_landing_asset(source, database: str, topic: str, source_keys: list[AssetKey]) -> AssetsDefinition:
+    job_name = f"original_binlog/{database}"
+
+    @asset(
+        key=["original_binlog", database],
+        group_name="cdc",
+        description=(
+            f"Raw binlog of `{database}` (seed 002's original_binlog.{database}): one row per row change, partitioned "
+            f"by logical table, dt and hour, landed hourly from Kafka topic `{topic}` with done markers."
+        ),
+        partitions_def=partitions_for("hourly", START),
+        deps=source_keys,
+        required_resource_keys={"spark"},
+        kinds={"kafka", "spark"},
+        metadata={"dagster/table_name": f"original_binlog.{database}", "topic": topic},
+    )
+    def _landing(context) -> MaterializeResult:
+        from sharp_dagster.cdc.landing import land, write_done_markers
+        from sharp_dagster.joblog.incremental import format_offsets, plan_kafka
+
+        spark_resource = context.resources.spark
+        store = spark_resource.store()
+        jl = job_log_or_fail()
+        window = plan_kafka(jl, job_name)
+        handle = jl.claim(
+            job_name,
+            window,
+            run_id=context.run_id,
+            partition_key=context.partition_key,
+            incremental_type="kafka_offset",
+            project_name=PROJECT_NAME,
+            application_id=spark_resource.session().sparkContext.applicationId,
+        )
+        try:
+            prior = _prior_watermarks(jl, job_name)
+            with jl.step(handle, "land", source_type="kafka", target_type="parquet") as rec:
+                start = {int(p): int(o) for p, o in (window.start or {}).get(topic, {}).items()}
+                result = land(
+                    spark_resource.session(),
+                    store,
+                    kafka_config(),
+                    topic,
+                    start or None,
+                    "latest",
+                    source.database(database).shard_rules,
+                    database=database,
+                    prior_watermarks=prior,
+                )
+                rec.source_count = result.read
+                rec.target_count = result.landed
+                rec.success_count = result.landed + result.duplicates
+                rec.failure_count = result.quarantined
+                rec.info(json.dumps(result.to_dict(), default=str))
+            with jl.step(handle, "quarantine", source_type="kafka", target_type="parquet") as rec:
+                rec.failure_count = result.quarantined
+                rec.info(json.dumps(result.quarantine_reasons))
+            window.record_batch(
+                {topic: {p: o - 1 for p, o in result.end_offsets.items() if o > start.get(p, 0)}}
+            )
+            jl.set_range_end(handle, window.finish_end())
+            with jl.step(handle, "done_markers", target_type="marker") as rec:
+                since = result.min_event_ts_ms or int(datetime.fromisoformat(START).timestamp() * 1000)
+                marked = write_done_markers(
+                    store.warehouse_dir,
+                    database,
+                    result.low_watermark_ms,
+                    source.lateness_minutes,
+                    since,
+                    spark=spark_resource.session(),
+                )
+                rec.target_count = len(marked)
+                rec.info(f"done markers: {marked[:3]}{'...' if len(marked) > 3 else ''}")
+            jl.finish(handle, SUCCESS)
+        except BaseException as exc:
+            jl.finish(handle, "FAILURE", error=f"{type(exc).__name__}: {exc}")
+            raise
+        return MaterializeResult(
+            metadata={
+                "messages_read": result.read,
+                "rows_landed": result.landed,
+                "duplicates": result.duplicates,
+                "quarantined": result.quarantined,
+                "quarantine_reasons": MetadataValue.json(result.quarantine_reasons),
+                "end_offsets": MetadataValue.json({str(k): v for k, v in result.end_offsets.items()}),
+                "hours_marked_done": len(marked),
+                "dagster/row_count": result.landed,
+                "data_range": f"{window.range_start} .. {format_offsets(window.end_offsets())}",
+            }
+        )
+
+    return _landing
+
+
+def _prior_watermarks(jl, job_name: str) -> dict[int, int | None] | None:
+    """The per-partition event-time watermarks the last successful landing reached (kept in its step output)."""
+    last = jl.last_success(job_name, order_by_range=False, incremental_type="kafka_offset")
+    if last is None:
+        return None
+    for step in jl.steps(last.job_id):
+        if step.step_id == "land" and step.output:
+            try:
+                data = json.loads(step.output.splitlines()[0])
+            except (ValueError, IndexError):
+                return None
+            return {int(k): v for k, v in (data.get("watermarks_ms") or {}).items()}
+    return None
+
+
+def build_ods_merge_asset(t: OdsTable, rules, grains: dict[str, str]) -> AssetsDefinition:
+    job_name = t.asset_key_str
+    log_asset = LogDrivenAsset(job_name=job_name, spec=PeriodSpec("daily", datetime.fromisoformat(START)))
+    partitions_def = partitions_for("daily", START)
+    rules = list(rules or [])
+
+    @asset(
+        key=["ods", t.name],
+        group_name="ods",
+        description=(
+            f"The source table `{t.database}.{t.name}` as it stands at the end of each day, rebuilt from the binlog: "
+            f"the previous day's state plus the day's changes (ordered by binlog position; deletes kept as "
+            f"tombstones in ods_state.{t.name}). Merge key: {', '.join(t.key_columns())}."
+        ),
+        partitions_def=partitions_def,
+        backfill_policy=BackfillPolicy.single_run(),
+        deps=[
+            AssetDep(
+                AssetKey(["original_binlog", t.database]), partition_mapping=TimeWindowPartitionMapping()
+            )
+        ],
+        io_manager_key="warehouse_io_manager",
+        required_resource_keys={"spark"},
+        kinds={"spark", "cdc"},
+        check_specs=quality.check_specs(["ods", t.name], rules, partitions_def),
+        metadata={"dagster/table_name": f"ods.{t.name}", "merge_key": ", ".join(t.key_columns())},
+    )
+    def _merge(context):
+        spark_resource = context.resources.spark
+        store = spark_resource.store()
+
+        def compute(key: str, run):
+            from sharp_dagster.cdc.landing import day_complete, hours_done, raw_table_ref
+            from sharp_dagster.cdc.merge import merge_day, published
+
+            spark = spark_resource.session()
+            with run.step("checkdone", source_type="done_markers") as rec:
+                if not day_complete(store.warehouse_dir, t.database, key, spark=spark):
+                    done = hours_done(store.warehouse_dir, t.database, key, spark=spark)
+                    raise Failure(
+                        description=f"{job_name} [{key}]: the binlog of {key} has not fully landed: "
+                        f"{len(done)} of 24 hourly done markers ({', '.join(done) or 'none'}); not merged"
+                    )
+                rec.source_count = 24
+            with run.step("read", source_type="parquet") as rec:
+                previous = (date.fromisoformat(key) - timedelta(days=1)).isoformat()
+                try:
+                    base = store.read_partitions(
+                        state_ref(t.name), [{"dt": previous}], needed_by=f"{job_name}[{key}]"
+                    )
+                except MissingPartitionError as exc:
+                    hint = " (the bootstrap snapshot)" if previous == bootstrap_day() else ""
+                    raise Failure(
+                        description=f"{job_name} [{key}]: no state of {previous}{hint}: {exc}"
+                    ) from exc
+                base = base.drop("dt")
+                raw = raw_table_ref(t.database)
+                if not store.register(raw, refresh=True):
+                    raise Failure(
+                        description=f"{job_name} [{key}]: the raw binlog table {raw.qualified} is empty"
+                    )
+                changes = spark.table(raw.qualified).where(f"table_name = '{t.name}' AND dt = '{key}'")
+                changes = changes.localCheckpoint(eager=True)
+                rec.source_count = run.source_count = changes.count()
+            with run.step("transform", source_type="spark") as rec:
+                state = merge_day(base, changes, t.key_columns(), shard_column=t.shard_column)
+                written = store.write_partition(state_ref(t.name), {"dt": key}, state)
+                rec.target_count = written.row_count
+                rec.info(f"state ods_state.{t.name}[{key}]: {written.row_count} rows incl. tombstones")
+            return published(store.read_partitions(state_ref(t.name), [{"dt": key}]).drop("dt"))
+
+        yield from run_partitions(context, ["ods", t.name], "daily", log_asset, compute, rules, grains)
+
+    return _merge
+
+
+def bootstrap_state(store, t: OdsTable, snapshot_df, snapshot_seq: int | None, start: str = START) -> int:
+    """Write the first state of an ODS table (a snapshot stamped with the binlog position read before it) as the
+    state partition of the day before `start`. Returns the rows written."""
+    from sharp_dagster.cdc.merge import initial_state
+
+    staged = store.write_partition(
+        state_ref(t.name), {"dt": bootstrap_day(start)}, initial_state(snapshot_df, snapshot_seq)
+    )
+    return staged.row_count

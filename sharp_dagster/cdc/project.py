@@ -1,0 +1,96 @@
+"""The project's CDC layout, without Dagster: which source config, which assets, tables and lineage edges.
+
+One YAML per source under `warehouse/cdc/`. For each database: an hourly landing asset `original_binlog/<db>`
+(raw table `original_binlog.<db>`), and for each logical table a daily merge asset `ods/<table>` whose state (with
+tombstones) is `ods_state.<table>` and whose published rows are `ods.<table>`. The state of the day before the
+asset's start is the bootstrap snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from functools import cache
+from pathlib import Path
+
+from sharp_dagster.cdc.config import SourceConfig, TableConfig, load_source_config
+from sharp_dagster.settings import warehouse_sql_dir
+
+START = "2024-01-01"
+SHARD_COLUMN = "source_table"
+
+
+@dataclass(frozen=True)
+class OdsTable:
+    database: str
+    table: TableConfig
+    source: SourceConfig
+
+    @property
+    def name(self) -> str:
+        return self.table.name
+
+    @property
+    def asset_key_str(self) -> str:
+        return f"ods/{self.name}"
+
+    @property
+    def sharded(self) -> bool:
+        return self.table.shard_regex is not None
+
+    @property
+    def shard_column(self) -> str | None:
+        return SHARD_COLUMN if self.sharded else None
+
+    def key_columns(self) -> list[str]:
+        from sharp_dagster.cdc.merge import merge_key
+
+        return merge_key(self.table.primary_key, shard_column=self.shard_column, business_key=self.table.business_key)
+
+
+def cdc_dir() -> Path:
+    return warehouse_sql_dir() / "cdc"
+
+
+@cache
+def _load(folder: str) -> tuple[SourceConfig, ...]:
+    return tuple(load_source_config(p) for p in sorted(Path(folder).glob("*.yaml")))
+
+
+def sources() -> tuple[SourceConfig, ...]:
+    folder = cdc_dir()
+    return _load(str(folder)) if folder.is_dir() else ()
+
+
+def ods_tables() -> list[OdsTable]:
+    return [OdsTable(db.name, t, src) for src in sources() for db in src.databases for t in db.tables]
+
+
+def landing_assets() -> list[tuple[SourceConfig, str, str]]:
+    """(source, database, topic) of every landing asset `original_binlog/<database>`."""
+    return [(src, db.name, db.topic) for src in sources() for db in src.databases]
+
+
+def bootstrap_day(start: str = START) -> str:
+    """The state partition holding the snapshot: the day before the first merged day."""
+    return (date.fromisoformat(start) - timedelta(days=1)).isoformat()
+
+
+def cdc_period_specs() -> dict:
+    from sharp_dagster.joblog.planner import PeriodSpec
+
+    specs = {t.asset_key_str: PeriodSpec("daily", datetime.fromisoformat(START)) for t in ods_tables()}
+    for _, db, _ in landing_assets():
+        specs[f"original_binlog/{db}"] = PeriodSpec("hourly", datetime.fromisoformat(START))
+    return specs
+
+
+def lineage_edges(physical_tables: dict[str, list[str]] | None = None) -> list[tuple[str, str]]:
+    """source table -> raw binlog table -> ODS table, for the lineage graph."""
+    edges = []
+    for t in ods_tables():
+        shards = (physical_tables or {}).get(t.name) or [t.name]
+        for physical in shards:
+            edges.append((f"mysql:{t.database}.{physical}", f"original_binlog.{t.database}"))
+        edges.append((f"original_binlog.{t.database}", f"ods.{t.name}"))
+    return edges
