@@ -198,7 +198,7 @@ def compare_with_duckdb(spark_out: str, duck_out: str) -> dict[str, int]:
     only_duck = con.execute(f"SELECT count(*) FROM ({b} EXCEPT ALL {a})").fetchone()[0]
     live = con.execute(f"SELECT count(*) FILTER (WHERE NOT _deleted), count(*) FROM ({a})").fetchone()
     con.close()
-    return {"only_in_spark": only_spark, "only_in_duckdb": only_duck, "live_rows": live[0], "state_rows": live[1]}
+    return {"only_in_spark": only_spark, "only_in_duckdb": only_duck, "result_live_rows": live[0], "result_state_rows": live[1]}
 
 
 def run(rows: int, changes: int, repeat: int, variants: bool, workdir: str | None = None) -> dict:

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
-from sharp_dagster.assets.cdc_assets import build_landing_asset, build_ods_merge_asset, source_specs
+from sharp_dagster.assets.cdc_assets import (
+    build_landing_asset,
+    build_ods_merge_asset,
+    ods_log_asset,
+    source_specs,
+)
 from sharp_dagster.assets.lineage_meta import column_lineage, governance_check
 from sharp_dagster.assets.quality import load_project_rules
 from sharp_dagster.assets.sql_assets import build_sql_asset, external_asset_specs, log_driven_spec
@@ -88,7 +93,8 @@ landing_job = define_asset_job(
 )
 
 LOG_ASSETS: dict[str, LogDrivenAsset] = {
-    t.asset_key_str: log_driven_spec(t, GRAINS, STARTS) for t in CATALOG.tables
+    **{t.asset_key_str: ods_log_asset(t) for t in ods_tables()},
+    **{t.asset_key_str: log_driven_spec(t, GRAINS, STARTS) for t in CATALOG.tables},
 }
 UPSTREAMS = {t.asset_key_str: [u.replace(".", "/") for u in DEPS[t.qualified].assets] for t in CATALOG.tables}
 

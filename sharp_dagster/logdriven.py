@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -62,6 +62,8 @@ class LogDrivenAsset:
     spec: PeriodSpec
     upstream: dict[str, PeriodSpec] = field(default_factory=dict)  # log-driven upstreams of another grain
     incremental_type: str = "timewindow"
+    # Why a period cannot start yet (e.g. its binlog has not fully landed), or None when it can.
+    ready: Callable[[Any], str | None] | None = field(default=None, compare=False)
 
 
 _JOB_LOGS: dict[str, JobLog] = {}

@@ -177,7 +177,7 @@ def _prior_watermarks(jl, job_name: str) -> dict[int, int | None] | None:
 
 def build_ods_merge_asset(t: OdsTable, rules, grains: dict[str, str]) -> AssetsDefinition:
     job_name = t.asset_key_str
-    log_asset = LogDrivenAsset(job_name=job_name, spec=PeriodSpec("daily", datetime.fromisoformat(START)))
+    log_asset = ods_log_asset(t)
     partitions_def = partitions_for("daily", START)
     rules = list(rules or [])
 
@@ -260,3 +260,20 @@ def bootstrap_state(store, t: OdsTable, snapshot_df, snapshot_seq: int | None, s
         state_ref(t.name), {"dt": bootstrap_day(start)}, initial_state(snapshot_df, snapshot_seq)
     )
     return staged.row_count
+
+
+def ods_log_asset(t: OdsTable) -> LogDrivenAsset:
+    """The job-log view of an ODS merge asset: a day is ready once all its done markers exist."""
+
+    def ready(period) -> str | None:
+        from sharp_dagster.cdc.landing import day_complete
+        from sharp_dagster.settings import Settings
+
+        day = period.partition_key
+        if day_complete(Settings.from_env().warehouse_dir, t.database, day):
+            return None
+        return f"the binlog of {day} has not fully landed (done markers incomplete)"
+
+    return LogDrivenAsset(
+        job_name=t.asset_key_str, spec=PeriodSpec("daily", datetime.fromisoformat(START)), ready=ready
+    )

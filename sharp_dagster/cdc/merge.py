@@ -446,10 +446,46 @@ def _path(name: str) -> str:
 
 
 def _delta(changes: DataFrame, plan: _Plan) -> DataFrame:
-    """Fold the day per key: the latest reset image and, per column, the latest partial update carrying it."""
+    """Fold the day per key: the latest reset image and, per column, the latest partial update carrying it.
+
+    Most keys change once a day, and a key with one change needs no folding: only the keys with several changes
+    go through the (sort-based, hence costly) aggregation; the others are reshaped row by row. The actions are
+    materialized once, so that the day's JSON is parsed once.
+    """
     keys = _delta_key_names(plan)
-    # Partitioning by key first lets one sort serve both the partial and the final (sort-based) aggregation.
-    actions = _actions(changes, plan).repartition(*keys)
+    actions = _actions(changes, plan).localCheckpoint(eager=True)
+    repeated = F.broadcast(actions.groupBy(*keys).count().where(F.col("count") > 1).drop("count"))
+    match = None
+    for name in keys:
+        term = actions[name].eqNullSafe(repeated[name])
+        match = term if match is None else match & term
+    once = actions.join(repeated, match, "left_anti")
+    several = actions.join(repeated, match, "left_semi")
+    return _reshape_single(once, plan).unionByName(_fold_several(several, plan))
+
+
+def _reshape_single(actions: DataFrame, plan: _Plan) -> DataFrame:
+    """The delta row of a key with a single action: the action itself, in the shape of a fold."""
+    reset, partial = F.col("reset"), ~F.col("reset")
+    values = plan.values
+    return actions.select(
+        *_delta_key_names(plan),
+        F.when(reset, F.struct("seq", "del", *[f"v{j}" for j in range(len(values))])).alias("__r"),
+        F.when(reset, F.col("seq")).alias("__rseq"),
+        F.when(partial, F.col("seq")).alias("__pseq"),
+        F.col("src").alias("__src"),
+        F.col("seq").alias("__lseq"),
+        *[
+            F.when(
+                partial & F.col(f"p{j}"), F.struct(F.col(f"v{j}").alias("v"), F.col("seq").alias("s"))
+            ).alias(f"__pc{j}")
+            for j in range(len(values))
+        ],
+    )
+
+
+def _fold_several(actions: DataFrame, plan: _Plan) -> DataFrame:
+    keys = _delta_key_names(plan)
     order = F.struct("hi", "lo", "uid")
     reset, partial = F.col("reset"), ~F.col("reset")
     values = plan.values

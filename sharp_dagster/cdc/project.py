@@ -45,7 +45,9 @@ class OdsTable:
     def key_columns(self) -> list[str]:
         from sharp_dagster.cdc.merge import merge_key
 
-        return merge_key(self.table.primary_key, shard_column=self.shard_column, business_key=self.table.business_key)
+        return merge_key(
+            self.table.primary_key, shard_column=self.shard_column, business_key=self.table.business_key
+        )
 
 
 def cdc_dir() -> Path:

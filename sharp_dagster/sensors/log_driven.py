@@ -69,6 +69,10 @@ def plan_requests(
             check = check_upstream_done(jl, up, up_asset.spec, head.start, head.end)
             if not check.ok:
                 blocked.append(check.describe())
+        if asset.ready is not None:
+            reason = asset.ready(head)
+            if reason:
+                blocked.append(reason)
         if blocked:
             waiting.append(f"{name} {head.partition_key}: waits for {'; '.join(blocked)}")
             continue

@@ -17,6 +17,8 @@ import pytest
 
 from sharp_dagster.demo.generator import GeneratorConfig, generate
 from sharp_dagster.servers.spark_cluster import SparkStandaloneCluster
+from sharp_dagster.settings import REPO_ROOT
+from sharp_dagster_tests.cdc_support import local_broker
 
 pytestmark = pytest.mark.slow
 
@@ -38,6 +40,9 @@ out = {"success": False, "rows": {}, "error": None}
 job = defs.resolve_job_def("warehouse_daily")
 quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 with DagsterInstance.ephemeral() as instance:
+    from sharp_dagster_tests.cdc_support import CdcFeed
+
+    CdcFeed(defs, instance).land(partition)  # the day's binlog through the broker into the raw table
     result = job.execute_in_process(
         partition_key=partition, instance=instance, raise_on_error=False, run_config=quiet,
         asset_selection=[AssetKey(k.split("/")) for k in keys],
@@ -106,6 +111,7 @@ def _env(data_dir: Path, sample_dir: Path, master: str) -> dict[str, str]:
             "SHARP_SPARK_CONF": "spark.executor.memory=512m,spark.driver.memory=1g,spark.cores.max=1",
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "PYTHONPATH": str(REPO_ROOT),
         }
     )
     env.pop("SHARP_SPARK_DRIVER_HOST", None)
@@ -120,7 +126,10 @@ def test_asset_chain_on_standalone_cluster_matches_local_mode(tmp_path: Path) ->
     timings: dict[str, float] = {}
 
     t0 = time.monotonic()
-    with SparkStandaloneCluster(base_dir=tmp_path / "cluster", cores=1, memory="1g") as cluster:
+    with (
+        local_broker(),
+        SparkStandaloneCluster(base_dir=tmp_path / "cluster", cores=1, memory="1g") as cluster,
+    ):
         timings["cluster_start"] = time.monotonic() - t0
         t1 = time.monotonic()
         on_cluster = _run(tmp_path, "cluster", _env(cluster_data, sample_dir, cluster.master_url), [])

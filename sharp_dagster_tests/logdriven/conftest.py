@@ -21,3 +21,15 @@ def isolated(tmp_path_factory):
     generate(Settings.from_env().sample_dir, SMALL)
     yield root
     mp.undo()
+
+
+@pytest.fixture(scope="module")
+def feed(isolated, spark):
+    """A broker for the module and the ODS states bootstrapped; `feed.land(day)` lands a day's binlog."""
+    from dagster import DagsterInstance
+
+    from sharp_dagster.definitions import defs
+    from sharp_dagster_tests.cdc_support import CdcFeed, local_broker
+
+    with local_broker():
+        yield CdcFeed(defs, DagsterInstance.ephemeral())

@@ -11,7 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from dagster import AssetKey, DagsterInstance, materialize
+from dagster import AssetKey, materialize
 
 from sharp_dagster.settings import Settings
 
@@ -57,11 +57,11 @@ def partition_files(spark) -> dict[str, int]:
     return {p.name: p.stat().st_size for p in root.iterdir()}
 
 
-def test_sigkill_mid_write_then_takeover(isolated, spark, tmp_path, monkeypatch):
-    from sharp_dagster.definitions import defs
+def test_sigkill_mid_write_then_takeover(feed, spark, tmp_path, monkeypatch):
     from sharp_dagster.logdriven import job_log
 
-    instance = DagsterInstance.ephemeral()
+    defs, instance = feed.defs, feed.instance
+    feed.land(DAY)
     assert run_product(defs, instance).success
     before_files = partition_files(spark)
     before_rows = sorted(tuple(r) for r in spark.table("ods.product").where(f"dt = '{DAY}'").collect())

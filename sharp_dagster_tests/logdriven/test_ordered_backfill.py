@@ -4,20 +4,19 @@ and the log-driven sensor launches only the earliest pending period per asset.""
 from __future__ import annotations
 
 import pytest
-from dagster import AssetKey, DagsterInstance, build_sensor_context, materialize
-
-from sharp_dagster.settings import Settings
+from dagster import AssetKey, build_sensor_context, materialize
 
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"]
 PRODUCT = AssetKey(["ods", "product"])
 
 
 @pytest.fixture(scope="module")
-def env(isolated, spark):
-    from sharp_dagster.definitions import defs
+def env(feed):
     from sharp_dagster.logdriven import job_log
 
-    return defs, DagsterInstance.ephemeral(), job_log()
+    for day in DAYS[:2]:
+        feed.land(day)
+    return feed.defs, feed.instance, job_log()
 
 
 def backfill(defs, instance, first, last, tags=None):
@@ -42,15 +41,10 @@ def log_rows(jl, name="ods/product"):
     )
 
 
-def test_backfill_stops_at_failure_and_resumes(env):
+def test_backfill_stops_at_failure_and_resumes(env, feed):
     defs, instance, jl = env
-    day3 = Settings.from_env().sample_dir / "shop" / "changes" / "product" / "dt=2024-01-03"
-    hidden = day3.with_name(".hidden-day3")
-    day3.rename(hidden)  # the injected failure: day 3's source data is missing
-    try:
-        result = backfill(defs, instance, DAYS[0], DAYS[-1])
-    finally:
-        hidden.rename(day3)
+    # The injected failure: the binlog of day 3 has not landed (its done markers are missing).
+    result = backfill(defs, instance, DAYS[0], DAYS[-1])
     assert not result.success
     rows = log_rows(jl)
     assert [(p, s) for p, _, s, _ in rows] == [
@@ -60,9 +54,11 @@ def test_backfill_stops_at_failure_and_resumes(env):
     ], "partitions 4-5 never ran"
     assert instance.get_materialized_partitions(PRODUCT) == {"2024-01-01", "2024-01-02"}
     failure = next(e for e in result.all_events if e.is_step_failure)
-    assert "source data missing" in failure.step_failure_data.error.message
+    assert "the binlog of 2024-01-03 has not fully landed" in failure.step_failure_data.error.message
 
-    # After the fix, launching the same backfill again resumes at the failed partition, in order.
+    # After the fix (days 3-5 landed), launching the same backfill again resumes at the failed partition, in order.
+    for day in DAYS[2:]:
+        feed.land(day)
     again = backfill(defs, instance, DAYS[0], DAYS[-1])
     assert again.success
     rows = log_rows(jl)
@@ -89,9 +85,18 @@ def test_refresh_reruns_succeeded_partitions_in_order(env):
     assert latest == {"2024-01-02": 2, "2024-01-03": 3}
 
 
-def test_sensor_launches_only_the_earliest_pending_period(env):
+def test_sensor_launches_only_the_earliest_pending_period(env, feed):
     defs, instance, jl = env
     sensor = defs.resolve_sensor_def("log_driven_sensor")
+    from sharp_dagster.definitions import LOG_ASSETS, UPSTREAMS
+    from sharp_dagster.sensors.log_driven import plan_requests
+
+    # ods/product is done through 2024-01-05; 2024-01-06 waits until its binlog has landed.
+    _, waiting = plan_requests(LOG_ASSETS, UPSTREAMS, set())
+    assert any(w.startswith("ods/product 2024-01-06: waits for the binlog of 2024-01-06") for w in waiting), (
+        waiting
+    )
+    feed.land("2024-01-06")
     result = sensor(build_sensor_context(instance=instance))
     requests = {tuple(r.asset_selection)[0].to_user_string(): r for r in result.run_requests}
     # ods/product is done through 2024-01-05: its next period is 2024-01-06; the other ODS tables start at the

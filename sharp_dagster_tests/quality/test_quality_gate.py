@@ -7,21 +7,20 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
-from dagster import AssetCheckKey, AssetKey, DagsterInstance, materialize
+from dagster import AssetCheckKey, AssetKey, materialize
 from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from sqlalchemy import select
 
-from sharp_dagster.settings import Settings
+from sharp_dagster_tests.cdc_support import change
 
 CHAIN = [["ods", "orders"], ["ods", "order_item"], ["ods", "product"], ["dwd", "order_detail"]]
 
 
 @pytest.fixture(scope="module")
-def env(isolated, spark):
-    from sharp_dagster.definitions import defs
+def env(feed):
     from sharp_dagster.logdriven import job_log
 
-    return defs, DagsterInstance.ephemeral(), job_log()
+    return feed.defs, feed.instance, job_log()
 
 
 def run_day(defs, instance, day, keys=CHAIN):
@@ -35,43 +34,32 @@ def run_day(defs, instance, day, keys=CHAIN):
     )
 
 
-def append_change(table: str, day: str, row: dict) -> tuple:
-    """Add one row change to the generated source data of `day`; returns (path, original text) to restore."""
-    path = Settings.from_env().sample_dir / "shop" / "changes" / table / f"dt={day}" / "changes.jsonl"
-    original = path.read_text()
-    path.write_text(original + json.dumps(row) + "\n")
-    return path, original
-
-
 def rows(spark, table, day):
     spark.catalog.refreshTable(table)
     return sorted(tuple(r) for r in spark.table(table).where(f"dt = '{day}'").collect())
 
 
-def test_strong_rule_keeps_the_previous_partition(env, spark):
+def test_strong_rule_keeps_the_previous_partition(env, feed, spark):
     defs, instance, jl = env
     for day in ("2024-01-01", "2024-01-02"):
+        feed.land(day)
         assert run_day(defs, instance, day).success
     before = rows(spark, "ods.orders", "2024-01-02")
     some_order = before[0]
-    bad = {
+    # Bad input at the source: an order's status becomes 'lost' late on 2024-01-02; its binlog lands.
+    row = {
         "order_id": some_order[0],
         "user_id": some_order[1],
-        "order_status": "lost",
         "order_time": "2024-01-01 10:00:00",
         "total_amount": 1.0,
         "updated_at": "2024-01-02 23:00:00",
-        "_seq": 10**9,
-        "_txn": 10**9,
-        "_ts": "2024-01-02 23:00:00",
-        "_op": "u",
-        "_source_table": "orders",
     }
-    path, original = append_change("orders", "2024-01-02", bad)
-    try:
-        result = run_day(defs, instance, "2024-01-02")
-    finally:
-        path.write_text(original)
+    feed.land(
+        "2024-01-02",
+        extra=[change("orders", "u", 10**6, "2024-01-02 23:00:00", order_status="lost", **row)],
+        replay=False,
+    )
+    result = run_day(defs, instance, "2024-01-02")
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
     message = failure.step_failure_data.error.message
@@ -115,8 +103,14 @@ def test_strong_rule_keeps_the_previous_partition(env, spark):
         in next(e for e in later.all_events if e.is_step_failure).step_failure_data.error.message
     )
 
-    # Fixed input: the partition runs again, in order, and the day after it too.
+    # Fixed at the source (a later change), the partition runs again, in order, and the day after it too.
+    feed.land(
+        "2024-01-02",
+        extra=[change("orders", "u", 10**6 + 1, "2024-01-02 23:30:00", order_status="paid", **row)],
+        replay=False,
+    )
     assert run_day(defs, instance, "2024-01-02").success
+    feed.land("2024-01-03")
     assert run_day(defs, instance, "2024-01-03", keys=[["ods", "orders"], ["ods", "product"]]).success
 
 
@@ -133,32 +127,30 @@ class _Hook(BaseHTTPRequestHandler):
         pass
 
 
-def test_weak_rule_publishes_and_alerts_once(env, spark, monkeypatch):
+def test_weak_rule_publishes_and_alerts_once(env, feed, spark, monkeypatch):
     defs, instance, jl = env
     server = HTTPServer(("127.0.0.1", 0), _Hook)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     monkeypatch.setenv("SHARP_ALERT_WEBHOOK_URL", f"http://127.0.0.1:{server.server_address[1]}/hook")
     _Hook.received.clear()
-    bad_item = {
-        "item_id": 900001,
-        "order_id": 1,
-        "product_id": 1,
-        "quantity": 1,
-        "unit_price": 20000.0,
-        "_seq": 10**9 + 1,
-        "_txn": 10**9 + 1,
-        "_ts": "2024-01-03 12:00:00",
-        "_op": "c",
-        "_source_table": "order_item",
-    }
-    path, original = append_change("order_item", "2024-01-03", bad_item)
+    bad_item = change(
+        "order_item",
+        "c",
+        10**6 + 2,
+        "2024-01-03 12:00:00",
+        item_id=900001,
+        order_id=1,
+        product_id=1,
+        quantity=1,
+        unit_price=20000.0,
+    )
     try:
+        feed.land("2024-01-03", extra=[bad_item], replay=False)
         keys = [["ods", "order_item"], ["dwd", "order_detail"]]
         first = run_day(defs, instance, "2024-01-03", keys=keys)
         second = run_day(defs, instance, "2024-01-03", keys=keys)  # a re-run must not alert again
     finally:
-        path.write_text(original)
         server.shutdown()
     assert first.success and second.success, "a weak rule never stops the pipeline"
     published = rows(spark, "ods.order_item", "2024-01-03")

@@ -42,6 +42,11 @@ from sharp_dagster.definitions import defs
 job = defs.resolve_job_def("warehouse_daily")
 quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 with DagsterInstance.get() as instance:
+    from sharp_dagster_tests.cdc_support import CdcFeed
+
+    feed = CdcFeed(defs, instance)  # bootstrap the ODS states from the snapshot
+    for day in json.loads(sys.argv[2]):
+        feed.land(day)  # the day's binlog through the broker into the raw table
     for partition, keys in json.loads(sys.argv[1]):
         result = job.execute_in_process(
             partition_key=partition, instance=instance, raise_on_error=False, run_config=quiet,
@@ -80,7 +85,7 @@ def artifacts_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
-def ui_env(tmp_path_factory, chromium_path) -> dict[str, str]:
+def ui_env(tmp_path_factory, chromium_path) -> Iterator[dict[str, str]]:
     """The child processes' environment over a fresh data folder, with the sample shop generated."""
     from sharp_dagster.demo.generator import GeneratorConfig, generate
 
@@ -100,10 +105,15 @@ def ui_env(tmp_path_factory, chromium_path) -> dict[str, str]:
             "SHARP_SPARK_CONF": "spark.driver.memory=1g",
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "PYTHONPATH": str(REPO_ROOT),
         }
     )
     generate(data_dir / "sample", GeneratorConfig(days=7))
-    return env
+    from sharp_dagster_tests.cdc_support import local_broker
+
+    with local_broker() as broker:  # the binlog topic for the module (stopped by its pid at the end)
+        env["SHARP_KAFKA_BOOTSTRAP"] = broker.bootstrap_servers
+        yield env
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +132,12 @@ def prepared(ui_env, tmp_path_factory) -> list[str]:
     script.write_text(PREP_SCRIPT)
     t0 = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, str(script), json.dumps(plan)],
+        [
+            sys.executable,
+            str(script),
+            json.dumps(plan),
+            json.dumps(["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]),
+        ],
         env=ui_env,
         cwd=work,
         capture_output=True,
@@ -199,3 +214,32 @@ def page(chromium_path):
 def gql(dagster_dev):
     """`gql(query, variables)` against the running `dagster dev`."""
     return lambda query, variables=None: graphql(dagster_dev.url, query, variables)
+
+
+LAND_SCRIPT = r"""
+import json, sys
+from dagster import DagsterInstance
+from sharp_dagster.definitions import defs
+from sharp_dagster_tests.cdc_support import CdcFeed
+
+with DagsterInstance.get() as instance:
+    feed = CdcFeed(defs, instance, bootstrap=False)
+    for day in json.loads(sys.argv[1]):
+        feed.land(day)
+        print(f"landed {day}")
+"""
+
+
+def land_days(env: dict[str, str], days: list[str], workdir: Path) -> None:
+    """Replay and land the binlog of `days` in a child process on the UI's data folder and instance."""
+    script = workdir / "land.py"
+    script.write_text(LAND_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script), json.dumps(days)],
+        env=env,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=PREP_TIMEOUT,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from sharp_dagster_tests.ui.conftest import land_days
+
 pytestmark = pytest.mark.browser
 
 PARTITION = "2024-01-02"
@@ -206,23 +208,18 @@ def _materialized_days(gql) -> set[str]:
     return days
 
 
-def test_backfill_from_the_webserver_stops_at_failure_and_resumes(dagster_dev, gql, ui_env):
+def test_backfill_from_the_webserver_stops_at_failure_and_resumes(dagster_dev, gql, ui_env, tmp_path):
     """A real asset backfill launched over the webserver's GraphQL (as the UI does) and run by the daemon."""
     from sharp_dagster.logdriven import job_log
 
     days = [f"2024-01-0{d}" for d in range(3, 8)]
-    sample = Path(ui_env["SHARP_SAMPLE_DIR"]) / "shop" / "changes" / "product"
-    day5, hidden = sample / "dt=2024-01-05", sample / ".hidden-2024-01-05"
-    day5.rename(hidden)  # the injected failure of the 3rd partition
-    try:
-        launched = gql(
-            LAUNCH_BACKFILL,
-            {"params": {"partitionNames": days, "assetSelection": [{"path": ["ods", "product"]}]}},
-        )
-        backfill_id = launched["launchPartitionBackfill"]["backfillId"]
-        status = _wait_backfill(gql, backfill_id)
-    finally:
-        hidden.rename(day5)
+    # Days 3 and 4 have landed (prep); the injected failure of the 3rd partition: the binlog of day 5 has not.
+    launched = gql(
+        LAUNCH_BACKFILL,
+        {"params": {"partitionNames": days, "assetSelection": [{"path": ["ods", "product"]}]}},
+    )
+    backfill_id = launched["launchPartitionBackfill"]["backfillId"]
+    status = _wait_backfill(gql, backfill_id)
     assert status in ("COMPLETED_FAILED", "FAILED"), status
     jl = job_log(f"sqlite:///{Path(ui_env['SHARP_DATA_DIR']) / 'sharp_log.db'}")
     rows = sorted((r.partition_key, r.attempt, r.status) for r in jl.recent("ods/product", limit=50))
@@ -233,7 +230,8 @@ def test_backfill_from_the_webserver_stops_at_failure_and_resumes(dagster_dev, g
     ], "partitions 4 and 5 of the backfill never ran"
     assert _materialized_days(gql) == {"2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"}
 
-    # After the fix, re-executing the backfill from its failure runs 2024-01-05, 06, 07 in that order.
+    # After the fix (days 5-7 landed), re-executing the backfill from its failure runs 05, 06, 07 in that order.
+    land_days(ui_env, ["2024-01-05", "2024-01-06", "2024-01-07"], tmp_path)
     again = gql(REEXECUTE_BACKFILL, {"params": {"parentRunId": backfill_id, "strategy": "FROM_FAILURE"}})
     assert _wait_backfill(gql, again["reexecutePartitionBackfill"]["backfillId"]) in (
         "COMPLETED_SUCCESS",

@@ -45,9 +45,11 @@ def test_every_sql_asset_has_group_description_partitions_and_lineage():
     assert deps["category"] == {("ods/product", "category")}
     assert {k.to_user_string() for k in detail.parent_keys} == {"ods/orders", "ods/order_item", "ods/product"}
     ods = graph.get(AssetKey(["ods", "orders"]))
-    assert {k.to_user_string() for k in ods.parent_keys} == {
-        "src_shop/orders_changes",
-        "src_shop/orders_snapshot",
+    assert {k.to_user_string() for k in ods.parent_keys} == {"original_binlog/shop"}
+    landing = graph.get(AssetKey(["original_binlog", "shop"]))
+    assert {k.to_user_string() for k in landing.parent_keys} >= {
+        "mysql/shop/user_info_0",
+        "mysql/shop/orders",
     }
 
 

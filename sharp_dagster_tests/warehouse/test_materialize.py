@@ -9,22 +9,26 @@ from dagster import DagsterInstance, materialize
 
 from sharp_dagster.demo.generator import GeneratorConfig, generate, read_changes
 from sharp_dagster.settings import Settings
+from sharp_dagster_tests.cdc_support import CdcFeed, local_broker
 
 CFG = GeneratorConfig(days=3, users=60, products=12, orders_per_day=30, history_orders=25)
 
 
 @pytest.fixture(scope="module")
 def warehouse(spark):
-    """Two days of every asset, materialized through the project's job."""
+    """Two days of every asset, fed through the binlog path (broker, landing, merge) and the project's job."""
     from sharp_dagster.definitions import defs
 
     settings = Settings.from_env()
     generate(settings.sample_dir, CFG, force=True)
     instance = DagsterInstance.ephemeral()
-    job = defs.resolve_job_def("warehouse_daily")
-    for day in ("2024-01-01", "2024-01-02"):
-        assert job.execute_in_process(partition_key=day, instance=instance).success
-    return defs, instance
+    with local_broker():
+        feed = CdcFeed(defs, instance)
+        job = defs.resolve_job_def("warehouse_daily")
+        for day in ("2024-01-01", "2024-01-02"):
+            feed.land(day)
+            assert job.execute_in_process(partition_key=day, instance=instance).success
+        yield defs, instance
 
 
 def table_rows(spark, table, dt):
@@ -120,26 +124,19 @@ def test_out_of_order_partition_names_the_earliest_pending(spark, warehouse):
     assert spark.table("ods.orders").where("dt = '2024-01-09'").count() == 0
 
 
-def test_missing_source_day_fails_before_writing(spark, warehouse):
+def test_day_not_landed_is_not_merged(spark, warehouse):
     defs, instance = warehouse
-    changes = Settings.from_env().sample_dir / "shop" / "changes" / "orders" / "dt=2024-01-03"
-    hidden = changes.with_name(".hidden")
-    changes.rename(hidden)
-    try:
-        orders = next(
-            a for a in defs.assets if getattr(a, "key", None) is not None and a.key.path == ["ods", "orders"]
-        )
-        result = materialize(
-            [orders],
-            partition_key="2024-01-03",
-            instance=instance,
-            resources=defs.resources,
-            raise_on_error=False,
-        )
-    finally:
-        hidden.rename(changes)
+    orders = next(
+        a for a in defs.assets if getattr(a, "key", None) is not None and a.key.path == ["ods", "orders"]
+    )
+    result = materialize(
+        [orders],
+        partition_key="2024-01-03",
+        instance=instance,
+        resources=defs.resources,
+        raise_on_error=False,
+    )
     assert not result.success
-    failure = next(e for e in result.all_events if e.is_step_failure)
-    assert "source data missing" in failure.step_failure_data.error.message
-    assert str(changes) in failure.step_failure_data.error.message
+    message = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
+    assert "the binlog of 2024-01-03 has not fully landed" in message and "not merged" in message
     assert spark.table("ods.orders").where("dt = '2024-01-03'").count() == 0
