@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sharp_dagster.cdc.binlog_schema import FILE_FACTOR, POS_FACTOR, RAW_BINLOG_COLUMNS
@@ -46,9 +46,9 @@ def generate(spark: SparkSession, rows: int, changes: int, state_dir: str, chang
         F.concat(F.lit("customer-"), F.col("id").cast("string")).alias("name"),
         ((F.col("id") % 100_000) / 100).cast("decimal(12,2)").alias("amount"),
         (F.col("id") % 1000).cast("int").alias("qty"),
-        F.element_at(F.array(*[F.lit(s) for s in ("NEW", "PAID", "SENT", "DONE")]), (F.col("id") % 4 + 1).cast("int")).alias(
-            "status"
-        ),
+        F.element_at(
+            F.array(*[F.lit(s) for s in ("NEW", "PAID", "SENT", "DONE")]), (F.col("id") % 4 + 1).cast("int")
+        ).alias("status"),
         F.timestamp_seconds(F.lit(1_700_000_000) + F.col("id") % 86_400).alias("updated_at"),
         F.sha1(F.col("id").cast("string")).alias("note"),
         (F.lit(FILE_FACTOR).cast(SEQ_TYPE) + F.col("id").cast(SEQ_TYPE)).cast(SEQ_TYPE).alias("_binlog_seq"),
@@ -71,7 +71,9 @@ def generate(spark: SparkSession, rows: int, changes: int, state_dir: str, chang
             F.sha1(F.col("i").cast("string")).alias("note"),
         )
     )
-    partial = F.to_json(F.struct(F.col("target").alias("id"), (F.col("i") % 555).alias("qty"), F.lit("PART").alias("status")))
+    partial = F.to_json(
+        F.struct(F.col("target").alias("id"), (F.col("i") % 555).alias("qty"), F.lit("PART").alias("status"))
+    )
     before = F.to_json(F.struct(F.col("target").alias("id")))
     pos = F.col("i") * 100 + 4
     events = (
@@ -85,9 +87,13 @@ def generate(spark: SparkSession, rows: int, changes: int, state_dir: str, chang
             F.lit(2).cast("bigint").alias("binlog_file_seq"),
             pos.alias("binlog_pos"),
             F.lit(0).alias("row_idx"),
-            (F.lit(2 * FILE_FACTOR).cast(SEQ_TYPE) + (pos * POS_FACTOR).cast(SEQ_TYPE)).cast(SEQ_TYPE).alias("binlog_seq"),
+            (F.lit(2 * FILE_FACTOR).cast(SEQ_TYPE) + (pos * POS_FACTOR).cast(SEQ_TYPE))
+            .cast(SEQ_TYPE)
+            .alias("binlog_seq"),
             F.lit(None).cast("string").alias("gtid"),
-            F.sha1(F.concat_ws("|", F.lit("src1"), F.lit("mysql-bin.000002"), pos, F.lit(0))).alias("event_uid"),
+            F.sha1(F.concat_ws("|", F.lit("src1"), F.lit("mysql-bin.000002"), pos, F.lit(0))).alias(
+                "event_uid"
+            ),
             (F.lit(1_715_000_000_000) + F.col("i")).alias("event_ts_ms"),
             F.col("op"),
             F.lit("shop").alias("source_db"),
@@ -118,9 +124,13 @@ def spark_copy(spark: SparkSession, state_dir: str, out: str) -> float:
     return time.perf_counter() - start
 
 
-def spark_merge(spark: SparkSession, state_dir: str, changes_dir: str, out: str, strategy: str = "broadcast") -> float:
+def spark_merge(
+    spark: SparkSession, state_dir: str, changes_dir: str, out: str, strategy: str = "broadcast"
+) -> float:
     start = time.perf_counter()
-    merged = merge_day(spark.read.parquet(state_dir), spark.read.parquet(changes_dir), ["id"], strategy=strategy)
+    merged = merge_day(
+        spark.read.parquet(state_dir), spark.read.parquet(changes_dir), ["id"], strategy=strategy
+    )
     merged.write.mode("overwrite").parquet(out)
     return time.perf_counter() - start
 
@@ -198,7 +208,12 @@ def compare_with_duckdb(spark_out: str, duck_out: str) -> dict[str, int]:
     only_duck = con.execute(f"SELECT count(*) FROM ({b} EXCEPT ALL {a})").fetchone()[0]
     live = con.execute(f"SELECT count(*) FILTER (WHERE NOT _deleted), count(*) FROM ({a})").fetchone()
     con.close()
-    return {"only_in_spark": only_spark, "only_in_duckdb": only_duck, "result_live_rows": live[0], "result_state_rows": live[1]}
+    return {
+        "only_in_spark": only_spark,
+        "only_in_duckdb": only_duck,
+        "result_live_rows": live[0],
+        "result_state_rows": live[1],
+    }
 
 
 def run(rows: int, changes: int, repeat: int, variants: bool, workdir: str | None = None) -> dict:
@@ -231,7 +246,9 @@ def run(rows: int, changes: int, repeat: int, variants: bool, workdir: str | Non
         }
         result["ratio_merge_to_copy"] = round(min(merges) / min(copies), 3)
         if variants:
-            shuffled = spark_merge(spark, state_dir, changes_dir, str(root / "merge_shuffle"), strategy="shuffle")
+            shuffled = spark_merge(
+                spark, state_dir, changes_dir, str(root / "merge_shuffle"), strategy="shuffle"
+            )
             result["spark_merge_shuffle_s"] = round(shuffled, 2)
             result["ratio_shuffle_to_copy"] = round(shuffled / min(copies), 3)
         duck_copy, duck_merge = duckdb_merge(state_dir, changes_dir, str(root / "duck_merge.parquet"))
@@ -252,7 +269,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rows", type=int, help="state rows (default 5,000,000)")
     parser.add_argument("--changes", type=int, help="change rows (default 500,000)")
     parser.add_argument("--repeat", type=int, help="timed runs of each (default 2, quick 1)")
-    parser.add_argument("--variants", action="store_true", help="also time the shuffle (full outer join) strategy")
+    parser.add_argument(
+        "--variants", action="store_true", help="also time the shuffle (full outer join) strategy"
+    )
     args = parser.parse_args(argv)
     rows = args.rows or (500_000 if args.quick else 5_000_000)
     changes = args.changes or (50_000 if args.quick else 500_000)
