@@ -179,7 +179,7 @@ def run_native(n: int, workdir: Path, timeout_s: float) -> dict:
 
 def run(quick: bool, native_partitions: int | None = None) -> dict:
     n = 5 if quick else 30
-    native_n = native_partitions or (3 if quick else 30)
+    native_n = native_partitions or int(os.environ.get("SHARP_BENCH_NATIVE_PARTITIONS", 3 if quick else 30))
     with tempfile.TemporaryDirectory(prefix="bench_backfill_") as tmp:
         ours = run_ours(n, Path(tmp))
         native = run_native(native_n, Path(tmp), timeout_s=120 * native_n)

@@ -281,8 +281,8 @@ def log_driven_spec(table: SqlTable, grains: dict[str, str], starts: dict[str, s
     spec = PeriodSpec(table.grain, datetime.fromisoformat(table.start))
     other = {
         up.replace(".", "/"): PeriodSpec(grains[up], datetime.fromisoformat(starts[up]))
-        for up in grains
-        if up in _UPSTREAMS.get(table.qualified, ()) and grains[up] != table.grain
+        for up in _UPSTREAMS.get(table.qualified, ())
+        if up in grains and grains[up] != table.grain
     }
     return LogDrivenAsset(job_name=table.asset_key_str, spec=spec, upstream=other)
 
