@@ -58,6 +58,10 @@ def partition_files(spark) -> dict[str, int]:
 
 
 def test_sigkill_mid_write_then_takeover(feed, spark, tmp_path, monkeypatch):
+    kill_then_takeover(feed, spark, tmp_path, monkeypatch)
+
+
+def kill_then_takeover(feed, spark, tmp_path, monkeypatch):
     from sharp_dagster.logdriven import job_log
 
     defs, instance = feed.defs, feed.instance
