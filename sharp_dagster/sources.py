@@ -77,7 +77,11 @@ def register_sources(spark, sample_dir: Path | str) -> None:
     """Create the `src_shop` tables over the generated JSON files (idempotent, cheap: no data is read)."""
     root = Path(sample_dir) / "shop"
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {SOURCE_SCHEMA}")
-    existing = {r.tableName for r in spark.sql(f"SHOW TABLES IN {SOURCE_SCHEMA}").collect()}
+    # Re-created on every call: a session may have registered them over another sample folder before.
+    for table in TABLES.values():
+        spark.sql(f"DROP TABLE IF EXISTS {snapshot_table(table.name)}")
+        spark.sql(f"DROP TABLE IF EXISTS {changes_table(table.name)}")
+    existing: set[str] = set()
     opts = "OPTIONS (timestampFormat 'yyyy-MM-dd HH:mm:ss', mode 'FAILFAST')"
     for table in TABLES.values():
         snap_cols = ", ".join(

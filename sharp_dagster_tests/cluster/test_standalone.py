@@ -118,6 +118,13 @@ def _env(data_dir: Path, sample_dir: Path, master: str) -> dict[str, str]:
     return env
 
 
+@pytest.fixture(autouse=True)
+def _binlog_broker():
+    """A broker for the whole test: the cluster run and the local-mode run both land the day's binlog."""
+    with local_broker():
+        yield
+
+
 def test_asset_chain_on_standalone_cluster_matches_local_mode(tmp_path: Path) -> None:
     sample_dir = tmp_path / "sample"
     generate(sample_dir, GeneratorConfig(days=2))

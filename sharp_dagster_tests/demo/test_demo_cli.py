@@ -17,7 +17,7 @@ def test_demo_then_log_status(tmp_path):
     demo = subprocess.run([CLI, "demo", "--days", "2"], env=env, capture_output=True, text=True, timeout=900)
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     out = demo.stdout
-    assert "demo summary" in out and "8 tables, 2 days" in out and ": ok" in out
+    assert "demo summary" in out and "9 tables, 2 days" in out and ": ok" in out
     assert "[1/2] 2024-01-01" in out and "[2/2] 2024-01-02" in out  # progress, in partition order
     assert (tmp_path / "data" / "dagster_home").is_dir()
 

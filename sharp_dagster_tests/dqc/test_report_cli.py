@@ -18,7 +18,9 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture()
 def cli(monkeypatch, db_url, dqc_store):
     monkeypatch.setenv("SHARP_LOG_DB_URL", db_url)
-    monkeypatch.setattr(top, "COMMAND_MODULES", [*top.COMMAND_MODULES, "sharp_dagster.dqc.cli"])
+    monkeypatch.setattr(
+        top, "COMMAND_MODULES", list(dict.fromkeys([*top.COMMAND_MODULES, "sharp_dagster.dqc.cli"]))
+    )
 
     def run(*argv: str) -> int:
         return top.main(list(argv))
