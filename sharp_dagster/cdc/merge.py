@@ -15,10 +15,11 @@ ODS table publishes the live rows (`published`). Everything that decides the res
 - Duplicates (same `event_uid`) are the same binlog event with the same position and images: in the fold they
   tie with themselves, so they need no separate de-duplication shuffle.
 
-Plan: the day's delta (one row per key, a small aggregate of the changes) is broadcast, and the state streams
-through a broadcast hash join without ever being shuffled; keys new to the state come from the delta minus the
-state's keys (a key-only scan of the state, semi-joined against the same broadcast). `strategy="shuffle"` uses a
-full outer join instead, for deltas too large to broadcast.
+Plan: the day's changes are parsed once (`from_json` into strings, then cast) and folded into the delta, one row
+per key (one shuffle of the changes, by key). The delta is small next to the state, so it is broadcast and the
+state streams through a broadcast hash join without ever being shuffled; keys new to the state are the delta
+minus the state's keys (a key-only scan of the state, semi-joined against the broadcast delta keys).
+`strategy="shuffle"` (or "auto" with a delta above `broadcast_max_rows`) full-outer-joins instead.
 """
 
 from __future__ import annotations
@@ -40,9 +41,17 @@ SEQ_TYPE = "decimal(38,0)"
 ROW_OPS = ("c", "r", "u", "d")
 STATE_COLUMNS = (SEQ_COLUMN, DELETED_COLUMN)
 
-Strategy = Literal["broadcast", "shuffle"]
+Strategy = Literal["auto", "broadcast", "shuffle"]
+# Keys of a day's delta above which "auto" stops broadcasting it (the driver builds the hash table: ~150 B a key).
+BROADCAST_MAX_ROWS = 5_000_000
+
+# A row image that is not JSON is a collector bug to surface, not an image that carries no column.
+_FAIL_ON_BAD_JSON = {"mode": "FAILFAST"}
 
 _REQUIRED_CHANGE_COLUMNS = {
+    "binlog_file_seq",
+    "binlog_pos",
+    "row_idx",
     "binlog_seq",
     "event_uid",
     "op",
@@ -102,12 +111,12 @@ def table_events(changes: DataFrame) -> DayEvents:
     rows = (
         changes.where(F.col("op").isin("t", "ddl"))
         .select("op", F.col("binlog_seq").cast(SEQ_TYPE).alias("seq"), "event_uid", "source_table", "ddl_sql")
-        .dropDuplicates(["event_uid"])
         .collect()
     )
+    unique = {row.event_uid: row for row in rows}  # a re-delivered DDL is one statement
     truncates: dict[str | None, int] = {}
     ddl = []
-    for row in sorted(rows, key=lambda r: (int(r.seq), r.event_uid or "")):
+    for row in sorted(unique.values(), key=lambda r: (int(r.seq), r.event_uid or "")):
         if row.op == "t":
             truncates[row.source_table] = max(truncates.get(row.source_table, 0), int(row.seq))
         elif row.ddl_sql:
@@ -140,7 +149,8 @@ def merge_day(
     *,
     columns: Sequence[tuple[str, str]] | None = None,
     shard_column: str | None = None,
-    strategy: Strategy = "broadcast",
+    strategy: Strategy = "auto",
+    broadcast_max_rows: int = BROADCAST_MAX_ROWS,
     events: DayEvents | None = None,
 ) -> DataFrame:
     """The new state: `base` (the previous state, a snapshot from `initial_state`, or None) with `changes` applied.
@@ -150,25 +160,31 @@ def merge_day(
     columns that `columns` or the day's `ALTER TABLE ... ADD COLUMN` add, then `_binlog_seq` and `_deleted`.
     `shard_column` names the column holding the physical table (`source_table`) of a sharded table: it scopes
     truncates and belongs in `key_columns` (see `merge_key`) unless a business key is unique across shards.
-    `events` skips the small job that collects the day's truncates and DDL when the caller already has them.
+
+    `strategy`: "broadcast" streams the state past the broadcast delta (the state is never shuffled), "shuffle"
+    full-outer-joins them, "auto" broadcasts unless the delta has more than `broadcast_max_rows` keys. The day is
+    folded eagerly (a few small Spark jobs run here); the state is read when the result is. `events` skips the
+    small job that collects the day's truncates and DDL when the caller already has them.
     """
-    if strategy not in ("broadcast", "shuffle"):
-        raise ValueError(f"unknown merge strategy {strategy!r}: use 'broadcast' or 'shuffle'")
+    if strategy not in ("auto", "broadcast", "shuffle"):
+        raise ValueError(f"unknown merge strategy {strategy!r}: use 'auto', 'broadcast' or 'shuffle'")
     plan = _plan(base, changes, key_columns, columns, shard_column, events)
     delta = _delta(changes, plan)
     if base is None:
         return delta.select(*_finalize(plan, base=None, delta_keys=True))
     state = _conform_base(base, plan)
+    if strategy != "shuffle":
+        # Materialized once: the broadcast plan reads it three times (state rows, state keys, new keys).
+        delta = delta.localCheckpoint(eager=True)
+        keys, has_null_key = _delta_stats(delta, plan)
+        if strategy == "auto" and keys > broadcast_max_rows:
+            strategy = "shuffle"
     if strategy == "shuffle":
         joined = state.join(delta, _key_condition(plan, state, delta), "full_outer")
         return joined.select(*_finalize(plan, base=state, delta_keys=None))
-    # The delta is small next to the state: broadcast it and stream the state past it, unshuffled. It is used
-    # three times (state rows, state keys, new keys): materialize it once, or the optimizer re-parses the day's
-    # JSON for each use (it pushes the anti join below the aggregate, so no exchange is reused).
-    delta = delta.localCheckpoint(eager=True)
     # A plain equi-join on a single long key probes a much faster hash table than a null-safe one; it is the
     # same join when the day has no null key (state rows with a null key then match nothing either way).
-    null_safe = _has_null_key(delta, plan)
+    null_safe = has_null_key
     kept = state.join(F.broadcast(delta), _key_condition(plan, state, delta, null_safe), "left")
     state_keys = state.select(*[F.col(f"`{k}`") for k in plan.keys])
     delta_keys = delta.select(*_delta_key_names(plan))
@@ -296,8 +312,8 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
 
     Images are read with one `from_json` into a struct of strings (the cheapest parse Spark has), then cast to
     the column types. A null field there is either a JSON null or a column the image does not carry; only when
-    that matters (a partial update, a default) are the image's keys listed to tell them apart. Decimals too wide
-    to survive Spark's double reading of JSON floats are read through a variant, which keeps them exact.
+    that matters (a partial update, a default) are the image's keys listed to tell them apart. Decimals wider
+    than a double's 15 digits are read through a variant instead: Spark reads JSON floats as doubles.
     """
     op = F.col("op")
     key_names = [k for k in plan.keys if not (plan.shard and k.lower() == plan.shard.lower())]
@@ -323,11 +339,14 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
         F.col("source_table").alias("src"),
         F.col("after_json"),
         F.col("before_json"),
-        F.from_json("after_json", image).alias("a"),
+        F.from_json("after_json", image, _FAIL_ON_BAD_JSON).alias("a"),
+        # Only tables with wide decimals pay for a second, exact parse of the after image.
+        (F.parse_json("after_json") if exact_via_variant else F.lit(None)).alias("av"),
         # The before image names the key of updates and deletes; the rest of it only matters when the key changes.
-        F.when(op.isin("u", "d"), F.from_json("before_json", _image_schema(key_names) or "`_` string")).alias(
-            "bk"
-        ),
+        F.when(
+            op.isin("u", "d"),
+            F.from_json("before_json", _image_schema(key_names) or "`_` string", _FAIL_ON_BAD_JSON),
+        ).alias("bk"),
     )
 
     new_key, old_key = [], []
@@ -349,7 +368,14 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
         "src",
         "after_json",
         "before_json",
-        *[F.col("a")[name].alias(f"a{j}") for j, name in enumerate(value_names)],
+        *[
+            (
+                F.variant_get(F.col("av"), _path(name), "string")
+                if name in exact_via_variant
+                else F.col("a")[name]
+            ).alias(f"a{j}")
+            for j, name in enumerate(value_names)
+        ],
         *[k.alias(f"nk{i}") for i, k in enumerate(new_key)],
         *[k.alias(f"ok{i}") for i, k in enumerate(old_key)],
     )
@@ -364,11 +390,6 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
     listing_needed = (op == "u") | (op.isin("c", "r") & F.lit(bool(plan.defaults)))
     after_keys = F.when(listing_needed & any_null, F.json_object_keys("after_json"))
     staged = fields.select("*", key_changed.alias("kc"), after_keys.alias("after_keys"))
-
-    def raw_after(j: int, name: str) -> Column:
-        if name in exact_via_variant:
-            return F.variant_get(F.parse_json("after_json"), _path(name), "string")
-        return F.col(f"a{j}")
 
     def carried_after(j: int, name: str) -> Column:
         return F.col(f"a{j}").isNotNull() | F.coalesce(F.array_contains("after_keys", name), F.lit(False))
@@ -389,7 +410,7 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
     ]
     for j, (name, typ) in enumerate(plan.values):
         carried = carried_after(j, name)
-        as_type = raw_after(j, name).cast(typ)
+        as_type = F.col(f"a{j}").cast(typ)
         value = (
             F.when(op == "d", F.lit(None).cast(typ))
             .when(carried, as_type)
@@ -448,44 +469,11 @@ def _path(name: str) -> str:
 def _delta(changes: DataFrame, plan: _Plan) -> DataFrame:
     """Fold the day per key: the latest reset image and, per column, the latest partial update carrying it.
 
-    Most keys change once a day, and a key with one change needs no folding: only the keys with several changes
-    go through the (sort-based, hence costly) aggregation; the others are reshaped row by row. The actions are
-    materialized once, so that the day's JSON is parsed once.
+    One shuffle by key; partitioning by key before grouping lets one sort serve both the partial and the final
+    (sort-based: the buffers hold strings) aggregation.
     """
     keys = _delta_key_names(plan)
-    actions = _actions(changes, plan).localCheckpoint(eager=True)
-    repeated = F.broadcast(actions.groupBy(*keys).count().where(F.col("count") > 1).drop("count"))
-    match = None
-    for name in keys:
-        term = actions[name].eqNullSafe(repeated[name])
-        match = term if match is None else match & term
-    once = actions.join(repeated, match, "left_anti")
-    several = actions.join(repeated, match, "left_semi")
-    return _reshape_single(once, plan).unionByName(_fold_several(several, plan))
-
-
-def _reshape_single(actions: DataFrame, plan: _Plan) -> DataFrame:
-    """The delta row of a key with a single action: the action itself, in the shape of a fold."""
-    reset, partial = F.col("reset"), ~F.col("reset")
-    values = plan.values
-    return actions.select(
-        *_delta_key_names(plan),
-        F.when(reset, F.struct("seq", "del", *[f"v{j}" for j in range(len(values))])).alias("__r"),
-        F.when(reset, F.col("seq")).alias("__rseq"),
-        F.when(partial, F.col("seq")).alias("__pseq"),
-        F.col("src").alias("__src"),
-        F.col("seq").alias("__lseq"),
-        *[
-            F.when(
-                partial & F.col(f"p{j}"), F.struct(F.col(f"v{j}").alias("v"), F.col("seq").alias("s"))
-            ).alias(f"__pc{j}")
-            for j in range(len(values))
-        ],
-    )
-
-
-def _fold_several(actions: DataFrame, plan: _Plan) -> DataFrame:
-    keys = _delta_key_names(plan)
+    actions = _actions(changes, plan).repartition(*keys)
     order = F.struct("hi", "lo", "uid")
     reset, partial = F.col("reset"), ~F.col("reset")
     values = plan.values
@@ -494,21 +482,15 @@ def _fold_several(actions: DataFrame, plan: _Plan) -> DataFrame:
             "__r"
         ),
         F.max_by(F.col("seq"), F.when(partial, order)).alias("__pseq"),
-        F.max_by(F.struct("seq", "src"), order).alias("__last"),
     ]
+    if plan.shard and not plan.shard_in_key:
+        aggs.append(
+            F.max_by(F.struct(F.col("seq").alias("seq"), F.col("src").alias("src")), order).alias("__last")
+        )
     for j in range(len(values)):
         carried = F.struct(F.col(f"v{j}").alias("v"), F.col("seq").alias("s"))
         aggs.append(F.max_by(carried, F.when(partial & F.col(f"p{j}"), order)).alias(f"__pc{j}"))
-    folded = actions.groupBy(*keys).agg(*aggs)
-    return folded.select(
-        *keys,
-        F.col("__r"),
-        F.col("__r")["seq"].alias("__rseq"),
-        "__pseq",
-        F.col("__last")["src"].alias("__src"),
-        F.col("__last")["seq"].alias("__lseq"),
-        *[f"__pc{j}" for j in range(len(values))],
-    )
+    return actions.groupBy(*keys).agg(*aggs)
 
 
 def _key_condition(plan: _Plan, left: DataFrame, delta: DataFrame, null_safe: bool = True) -> Column:
@@ -521,12 +503,14 @@ def _key_condition(plan: _Plan, left: DataFrame, delta: DataFrame, null_safe: bo
     return condition
 
 
-def _has_null_key(delta: DataFrame, plan: _Plan) -> bool:
+def _delta_stats(delta: DataFrame, plan: _Plan) -> tuple[int, bool]:
+    """The number of keys in the delta and whether one of them holds a null."""
     any_null = None
     for name in _delta_key_names(plan):
         term = F.col(name).isNull()
         any_null = term if any_null is None else any_null | term
-    return bool(delta.where(any_null).limit(1).collect())
+    row = delta.agg(F.count(F.lit(1)).alias("n"), F.max(any_null).alias("null_key")).first()
+    return int(row["n"]), bool(row["null_key"])
 
 
 def _finalize(plan: _Plan, base: DataFrame | None, delta_keys: bool | None) -> list[Column]:
@@ -539,7 +523,7 @@ def _finalize(plan: _Plan, base: DataFrame | None, delta_keys: bool | None) -> l
 
     base_seq = base_col(SEQ_COLUMN).cast(SEQ_TYPE)
     base_deleted = base_col(DELETED_COLUMN).cast("boolean")
-    rseq, pseq = F.col("__rseq"), F.col("__pseq")
+    rseq, pseq = F.col("__r")["seq"], F.col("__pseq")
 
     out: list[Column] = []
     keys = {}
@@ -557,8 +541,9 @@ def _finalize(plan: _Plan, base: DataFrame | None, delta_keys: bool | None) -> l
         if plan.shard_in_key:
             shard_value = keys[plan.shard.lower()]
         else:
-            newer = F.col("__lseq").isNotNull() & (base_seq.isNull() | (F.col("__lseq") > base_seq))
-            shard_value = F.when(newer, F.col("__src")).otherwise(base_col(plan.shard))
+            last = F.col("__last")
+            newer = last["seq"].isNotNull() & (base_seq.isNull() | (last["seq"] > base_seq))
+            shard_value = F.when(newer, last["src"]).otherwise(base_col(plan.shard))
 
     truncate = _truncate_seq(plan, shard_value)
     latest_reset = F.greatest(rseq, truncate) if truncate is not None else rseq

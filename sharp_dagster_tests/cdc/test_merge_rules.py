@@ -216,6 +216,30 @@ def test_business_key_replaces_the_primary_key(spark):
     ]
 
 
+def test_business_key_across_shards_follows_the_row_to_its_new_shard(spark):
+    columns = [("order_no", "string"), ("source_table", "string"), ("qty", "int")]
+    base = [
+        {"order_no": "A-1", "source_table": "user_0", "qty": 1, SEQ: seq_of(10), DELETED: False},
+        {"order_no": "B-2", "source_table": "user_0", "qty": 2, SEQ: seq_of(10), DELETED: False},
+    ]
+    changes = [
+        # A-1 moves from shard 0 to shard 1; then shard 0 is truncated: A-1 stays, B-2 goes.
+        change("d", 20, table="user_0", before={"order_no": "A-1"}),
+        change("c", 21, table="user_1", after={"order_no": "A-1", "qty": 5}),
+        change("t", 30, table="user_0"),
+    ]
+    kwargs = {"key": ["order_no"], "columns": columns, "shard_column": "source_table"}
+    expected = merge_reference(base, changes, ["order_no"], columns=columns, shard_column="source_table")
+    assert (
+        merged(spark, base, changes, **kwargs)
+        == expected
+        == [
+            {"order_no": "A-1", "source_table": "user_1", "qty": 5, SEQ: seq_of(21), DELETED: False},
+            {"order_no": "B-2", "source_table": "user_0", "qty": None, SEQ: seq_of(30), DELETED: True},
+        ]
+    )
+
+
 def test_business_key_with_a_null_value_is_merged_on_rerun(spark):
     columns = [("id", "bigint"), ("code", "string"), ("qty", "int")]
     changes = [change("c", 10, after={"id": 1, "code": None, "qty": 1})]
@@ -335,8 +359,10 @@ def test_strategies_agree_with_the_oracle(spark):
         change("u", 180, before={"id": 4, "name": "n4", "qty": 4}, after={"id": 6, "qty": 60}),
     ]
     expected = merge_reference(base_rows, changes, ["id"], columns=COLUMNS)
-    for strategy in ("broadcast", "shuffle"):
+    for strategy in ("auto", "broadcast", "shuffle"):
         assert merged(spark, base_rows, changes, strategy=strategy) == expected, strategy
+    # "auto" falls back to the shuffle when the delta is larger than the broadcast limit.
+    assert merged(spark, base_rows, changes, broadcast_max_rows=1) == expected
 
 
 def test_initial_state_from_a_snapshot(spark):
@@ -385,3 +411,16 @@ def test_errors_name_what_is_wrong(spark):
         merge_day(None, changes.drop("after_json"), ["id"], columns=COLUMNS)
     with pytest.raises(ValueError, match="unknown merge strategy"):
         merge_day(None, changes, ["id"], columns=COLUMNS, strategy="fast")
+
+
+def test_a_malformed_row_image_fails_the_merge(spark):
+    bad = change("u", 10, before={"id": 1}, after={"id": 1})
+    bad["after_json"] = '{"id": 1, "name": '  # cut short: not "an image that carries no column"
+    with pytest.raises(Exception, match="MALFORMED_RECORD"):
+        merge_day(None, changes_frame(spark, [bad]), ["id"], columns=COLUMNS).collect()
+
+
+def test_a_day_without_changes_keeps_the_state(spark):
+    base = [row(1, "a", 1, seq_of(10)), row(2, None, None, seq_of(20), True)]
+    assert merged(spark, base, []) == base
+    assert merged(spark, None, []) == []
