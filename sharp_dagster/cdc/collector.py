@@ -24,9 +24,10 @@ messages or `flush_interval_s` seconds, at the next commit, and when it stops.
 
 Heartbeats: after a flush, at most every `heartbeat_interval_s`, and whenever the collector has caught up with the
 end of the binlog (end of binlog with `once`, or a heartbeat event from the server when idle), it sends to every
-partition of every topic a HEARTBEAT with `es` = the event time up to which everything has been sent (the wall
-clock when caught up, else the last committed transaction's event time). The landing's done markers need them so
-that a partition without changes still shows progress.
+partition of every topic a HEARTBEAT with `es` = the event time up to which everything has been sent (the
+source server's clock when caught up, minus a replica's lag (`source_clock.py`), else the last committed
+transaction's event time). The collector host's own clock is never used for event time. The landing's done
+markers need them so that a partition without changes still shows progress.
 
 The connection password is never logged: python-mysql-replication's own parameter logging is turned off
 (`enable_logging=False`), because it would print control-connection settings.
@@ -70,6 +71,7 @@ from sharp_dagster.cdc.messages import (
     encode,
     update_old_values,
 )
+from sharp_dagster.cdc.source_clock import Clock, SourceClock
 
 log = logging.getLogger(__name__)
 
@@ -356,8 +358,11 @@ class Collector:
         flush_max_messages: int = 5000,
         heartbeat_interval_s: float = 30.0,
         server_heartbeat_s: float = 1.0,
+        clock: Clock | None = None,
     ):
         self.mysql = mysql
+        # Event time up to which a caught-up reader has everything: the source server's clock (source_clock.py).
+        self.clock: Clock = clock or SourceClock(mysql.pymysql_kwargs(), mysql.describe())
         self.producer_config = {**PRODUCER_DEFAULTS, **producer_config}
         self.source = source
         self.store: StateStore = FileStateStore(state) if isinstance(state, (str, Path)) else state
@@ -434,7 +439,7 @@ class Collector:
                         break
             self._checkpoint(heartbeat=False)
             if stopped_by == "eof" and not self._group.in_txn:
-                self._send_heartbeats(int(time.time() * 1000))
+                self._send_caught_up_heartbeats()
         finally:
             stream.close()
             remaining = self._producer.flush(30)
@@ -619,7 +624,7 @@ class Collector:
             if not self._group.in_txn:
                 self._checkpoint(heartbeat=False)
                 if time.monotonic() - self._last_heartbeat >= self.heartbeat_interval_s:
-                    self._send_heartbeats(int(time.time() * 1000))
+                    self._send_caught_up_heartbeats()
 
     def _on_query(self, event: QueryEvent, stream: BinLogStreamReader) -> None:
         query = event.query.strip()
@@ -799,6 +804,14 @@ class Collector:
         due = time.monotonic() - self._last_heartbeat >= self.heartbeat_interval_s
         if heartbeat and due and self._last_commit_es is not None:
             self._send_heartbeats(self._last_commit_es)
+
+    def _send_caught_up_heartbeats(self) -> None:
+        """At the end of the binlog: everything up to the source's clock (never behind the last commit)."""
+        es = self.clock()
+        if es is None or (self._last_commit_es is not None and es < self._last_commit_es):
+            es = self._last_commit_es  # replication stopped, or a clock behind its own events
+        if es is not None:
+            self._send_heartbeats(es)
 
     def _send_heartbeats(self, es_ms: int) -> None:
         """Tell every partition: all changes with event time up to `es_ms` have been sent (and flushed)."""

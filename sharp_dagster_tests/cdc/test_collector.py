@@ -8,8 +8,10 @@ import json
 
 import pytest
 
+from sharp_dagster.cdc import collector as collector_module
 from sharp_dagster.cdc.collector import CollectorError, CollectorState, FileStateStore
 from sharp_dagster.cdc.messages import parse_message
+from sharp_dagster.cdc.source_clock import caught_up_ms
 
 TABLE_DDL = "(id INT PRIMARY KEY, name VARCHAR(32), score DECIMAL(10,2))"
 
@@ -245,3 +247,76 @@ def test_first_run_starts_where_asked(cdc):
     assert stats.row_changes == 0 and cdc.changes(f"{db}.end") == []
     with pytest.raises(CollectorError, match="start must be"):
         cdc.collector(cdc.config(db), start="yesterday")
+
+
+class _HostClockAhead:
+    """The collector module's `time`, on a host whose wall clock runs three days ahead of the server's."""
+
+    def __init__(self):
+        import time
+
+        self._time = time
+
+    def time(self) -> float:
+        return self._time.time() + 3 * 86_400
+
+    def __getattr__(self, name):
+        return getattr(self._time, name)
+
+
+def heartbeat_times(cdc, topic: str) -> list[int]:
+    return [r["value"]["es"] for r in cdc.read_topic(topic) if r["value"]["type"] == "HEARTBEAT"]
+
+
+def server_now_ms(cdc) -> int:
+    conn = cdc.mariadb.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)")
+            return int(cur.fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_caught_up_heartbeat_uses_the_source_servers_clock(cdc, monkeypatch):
+    db = cdc.new_database()
+    cdc.sql(db, f"CREATE TABLE user_info_1 {TABLE_DDL}", "INSERT INTO user_info_1 VALUES (1, 'a', 1)")
+    monkeypatch.setattr(collector_module, "time", _HostClockAhead())
+    before = server_now_ms(cdc)
+    cdc.collector(cdc.config(db)).run(once=True)
+    after = server_now_ms(cdc)
+    times = heartbeat_times(cdc, f"binlog.{db}")
+    assert len(times) == 2  # one per partition
+    assert all(before <= es <= after for es in times), (before, times, after)
+
+
+def test_without_a_source_clock_the_heartbeat_stays_at_the_last_commit(cdc):
+    db = cdc.new_database()
+    commit_s = 1_704_153_600  # 2024-01-02 00:00:00 UTC, the source's (simulated) clock
+    cdc.sql(
+        db,
+        f"CREATE TABLE user_info_1 {TABLE_DDL}",
+        f"SET timestamp = {commit_s}",
+        "INSERT INTO user_info_1 VALUES (1, 'a', 1)",
+    )
+    # Replication stopped on a replica source: the clock cannot tell how far the binlog has got.
+    cdc.collector(cdc.config(db), clock=lambda: None).run(once=True)
+    assert heartbeat_times(cdc, f"binlog.{db}") == [commit_s * 1000] * 2
+    # A clock behind the events already read never moves the watermark back.
+    cdc.collector(cdc.config(db, topic=f"{db}.behind"), cdc.tmp_path / "b.json", clock=lambda: 0).run(
+        once=True
+    )
+    assert heartbeat_times(cdc, f"{db}.behind") == [commit_s * 1000] * 2
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (None, 1_000_000),  # a primary
+        ({"Seconds_Behind_Master": 120, "Slave_SQL_Running": "Yes"}, 880_000),  # MariaDB / older MySQL
+        ({"Seconds_Behind_Source": 0}, 1_000_000),  # MySQL 8.0.22+
+        ({"Seconds_Behind_Master": None, "Slave_SQL_Running": "No"}, None),  # replication stopped
+    ],
+)
+def test_caught_up_time_on_a_replica_subtracts_its_lag(status, expected):
+    assert caught_up_ms(1_000_000, status) == expected

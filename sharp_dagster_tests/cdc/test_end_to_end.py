@@ -11,12 +11,12 @@ Day 2 runs the collector as a process that is SIGKILLed mid-stream and restarted
 landed again; a third day that has only partly landed is not merged; bad records are quarantined.
 
 Simulated time. Changes are put on 2024-01-01..03 with `SET timestamp` (MariaDB then uses that value for NOW()
-and as the binlog event time). When the collector has caught up it sends heartbeats stamped with its host's wall
-clock (collector.py, `_send_heartbeats(int(time.time() * 1000))`); in production that clock and the source's
-agree. Here the real clock is years ahead of the simulated days, so its first heartbeat would mark every hour
-since 2024-01-01 done before the day-2 changes even exist. The collector's clock is therefore set to the
-simulated time as well: in process by giving the collector module a shifted `time`, in the subprocess by a
-`sitecustomize` that shifts `time.time` (the command itself is the plain `python -m sharp_dagster.cdc.cli`).
+and as the binlog event time). When the collector has caught up it sends heartbeats stamped with the source
+server's clock (`source_clock.SourceClock`); the server's real clock is years ahead of the simulated days, and
+`SET timestamp` is per session, so the collector is given a clock reading the simulated time instead: in process
+as its `clock` argument, in the subprocess by a `sitecustomize` that replaces `SourceClock.__call__` (the command
+itself is the plain `python -m sharp_dagster.cdc.cli`). test_collector.py checks that the real `SourceClock`
+reads the server, whatever the collector host's clock says.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sharp_dagster.cdc import binlog_schema as bs
-from sharp_dagster.cdc import collector as collector_module
 from sharp_dagster.cdc.collector import Collector, CollectStats, FileStateStore
 from sharp_dagster.cdc.config import PASSWORD_ENV, MysqlSettings, SourceConfig, source_config_from_dict
 from sharp_dagster.cdc.landing import (
@@ -68,13 +67,14 @@ HOUR_MS, DAY_MS = 3_600_000, 86_400_000
 SNAPSHOT_DT, DAY1, DAY2, DAY3 = "2023-12-31", "2024-01-01", "2024-01-02", "2024-01-03"
 SHARD_COLUMN = "source_table"
 
-SITECUSTOMIZE = '''"""Test clock: this process's wall clock reads the simulated time (see test_end_to_end.py)."""
+SITECUSTOMIZE = '''"""Test clock: the source's clock reads the simulated time (see test_end_to_end.py)."""
 import os
 import time
 
+from sharp_dagster.cdc.source_clock import SourceClock
+
 _offset = float(os.environ["SHARP_E2E_CLOCK_OFFSET_S"])
-_wall = time.time
-time.time = lambda: _wall() + _offset
+SourceClock.__call__ = lambda self: int((time.time() + _offset) * 1000)
 '''
 
 
@@ -111,17 +111,14 @@ def gtid_seq(gtid: str) -> int:
     return int(gtid.rsplit("-", 1)[1])
 
 
-class ShiftedTime:
-    """The `time` module of a host whose wall clock read `now` when this was made (and runs on from there)."""
+class SimulatedClock:
+    """A source clock that read `now` when this was made (and runs on from there), in epoch milliseconds."""
 
     def __init__(self, now: dt.datetime):
         self._offset = now.timestamp() - time.time()
 
-    def time(self) -> float:
-        return time.time() + self._offset
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
+    def __call__(self) -> int:
+        return int((time.time() + self._offset) * 1000)
 
 
 # ---------------------------------------------------------------------------------------------------- the source
@@ -390,17 +387,16 @@ class Pipeline:
         return self.store.warehouse_dir
 
     # ------------------------------------------------------------------ collector
-    def collect_in_process(self, clock: dt.datetime, monkeypatch) -> CollectStats:
-        with monkeypatch.context() as m:
-            m.setattr(collector_module, "time", ShiftedTime(clock))
-            collector = Collector(
-                self.mysql,
-                {"bootstrap.servers": self.cdc.broker.bootstrap_servers},
-                self.source_config,
-                self.state_path,
-                start=self.start_gtid,
-            )
-            stats = collector.run(once=True)
+    def collect_in_process(self, clock: dt.datetime) -> CollectStats:
+        collector = Collector(
+            self.mysql,
+            {"bootstrap.servers": self.cdc.broker.bootstrap_servers},
+            self.source_config,
+            self.state_path,
+            start=self.start_gtid,
+            clock=SimulatedClock(clock),
+        )
+        stats = collector.run(once=True)
         assert stats.stopped_by == "eof"
         return stats
 
@@ -626,7 +622,7 @@ def bad_records(binlog_file: str, when: dt.datetime) -> list[tuple[int, bytes]]:
 
 
 # ---------------------------------------------------------------------------------------------------- the test
-def test_binlog_to_ods_end_to_end(cdc, spark, table_store, tmp_path, monkeypatch):
+def test_binlog_to_ods_end_to_end(cdc, spark, table_store, tmp_path):
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     cdc.mariadb.create_user(USER, PASSWORD)
@@ -670,7 +666,7 @@ def test_binlog_to_ods_end_to_end(cdc, spark, table_store, tmp_path, monkeypatch
         day1_changes(source)
         # The collector catches up at 23:58: hours up to 22 are done (22:00 + 1 h + 15 min <= 23:58), 23 is not.
         early = at(DAY1, 23, 58)
-        stats = pipeline.collect_in_process(early, monkeypatch)
+        stats = pipeline.collect_in_process(early)
         assert stats.row_changes == source.row_changes[DAY1] and stats.statements == 0
         first, markers = pipeline.land_hourly()
         assert (first.read, first.landed, first.duplicates, first.quarantined) == (
@@ -696,7 +692,7 @@ def test_binlog_to_ods_end_to_end(cdc, spark, table_store, tmp_path, monkeypatch
 
         # The clock passes midnight + lateness: the idle collector's heartbeat completes the day.
         late = at(DAY2, 0, 30)
-        idle = pipeline.collect_in_process(late, monkeypatch)
+        idle = pipeline.collect_in_process(late)
         assert idle.row_changes == 0
         second, markers = pipeline.land_hourly()
         assert second.landed == 0 and second.heartbeats > 0 and second.low_watermark_ms >= ms(late)
@@ -812,7 +808,7 @@ def test_binlog_to_ods_end_to_end(cdc, spark, table_store, tmp_path, monkeypatch
         )
         day3_changes(source)
         clock3 = at(DAY3, 6, 30)
-        stats3 = pipeline.collect_in_process(clock3, monkeypatch)
+        stats3 = pipeline.collect_in_process(clock3)
         third, _ = pipeline.land_hourly()
         assert (third.quarantined, third.landed, third.duplicates) == (3, source.row_changes[DAY3], 0)
         assert third.read == 3 + stats3.messages
