@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from sharp_dagster.servers._process import stop_process
+from sharp_dagster.servers._process import spawn_logged, stop_process
 from sharp_dagster.servers.ports import free_port, wait_for_port
 
 MEMORY_STORAGE = "memory://tansu/"
@@ -81,13 +81,7 @@ class LocalBroker:
             "--storage-engine",
             self.storage_engine,
         ]
-        log = open(self.log_path, "ab")
-        try:
-            self.process = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, cwd=self.base_dir, start_new_session=True
-            )
-        finally:
-            log.close()
+        self.process = spawn_logged(cmd, self.log_path, cwd=self.base_dir)
         try:
             wait_for_port(self.port, timeout=self.startup_timeout, process=self.process)
             self._wait_metadata()

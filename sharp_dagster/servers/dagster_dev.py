@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from sharp_dagster.servers._process import spawn_logged
 from sharp_dagster.servers.ports import free_port
 from sharp_dagster.settings import REPO_ROOT
 
@@ -93,20 +94,7 @@ class DagsterDev:
     def start(self) -> DagsterDev:
         if not self.workspace.exists():
             raise FileNotFoundError(f"dagster dev: workspace file not found: {self.workspace}")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        try:
-            self.process = subprocess.Popen(
-                self._launch_command(),
-                env=self.env,
-                cwd=self.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
+        self.process = spawn_logged(self._launch_command(), self.log_path, env=self.env, cwd=self.cwd)
         try:
             self.wait_ready()
         except BaseException:

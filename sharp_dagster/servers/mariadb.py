@@ -17,7 +17,7 @@ from types import TracebackType
 
 import pymysql
 
-from sharp_dagster.servers._process import stop_process
+from sharp_dagster.servers._process import spawn_logged, stop_process
 from sharp_dagster.servers.ports import free_port, wait_for_port
 
 INSTALL_DB = "mariadb-install-db"
@@ -93,11 +93,7 @@ class LocalMariaDB:
             "--skip-name-resolve",
             *self.extra_args,
         ]
-        log = open(self.base_dir / "mariadbd.out", "ab")
-        try:
-            self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        finally:
-            log.close()
+        self.process = spawn_logged(cmd, self.base_dir / "mariadbd.out")
         try:
             self._wait_ready()
         except Exception:

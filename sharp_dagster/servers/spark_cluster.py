@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from sharp_dagster.servers._process import spawn_logged
 from sharp_dagster.servers.ports import free_port, wait_for_port
 
 
@@ -130,19 +131,7 @@ class SparkStandaloneCluster:
         spark_class = self.spark_home / "bin" / "spark-class"
         if not spark_class.exists():
             raise FileNotFoundError(f"spark-class not found under SPARK_HOME {self.spark_home}")
-        log = open(log_path, "ab")
-        try:
-            return subprocess.Popen(
-                [str(spark_class), cls, *args],
-                env=self._env(),
-                cwd=self.base_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
+        return spawn_logged([str(spark_class), cls, *args], log_path, env=self._env(), cwd=self.base_dir)
 
     def start(self) -> SparkStandaloneCluster:
         for sub in ("logs", "local", "conf", "work"):
