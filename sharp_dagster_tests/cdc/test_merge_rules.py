@@ -424,3 +424,28 @@ def test_a_day_without_changes_keeps_the_state(spark):
     base = [row(1, "a", 1, seq_of(10)), row(2, None, None, seq_of(20), True)]
     assert merged(spark, base, []) == base
     assert merged(spark, None, []) == []
+
+
+def test_rows_the_day_does_not_touch_pass_through_unchanged(spark):
+    # State rows the day does not touch come out exactly as they went in, whatever their bookkeeping (no
+    # position, a tombstone, a null `_deleted` read as false), next to touched ones, with either strategy.
+    base_rows = [
+        row(1, "a", 1, seq_of(100)),
+        row(2, "b", 2, None),
+        row(3, None, None, seq_of(90), True),
+        row(4, "d", 4, seq_of(100), None),
+        row(5, "e", 5, seq_of(300)),
+    ]
+    changes = [
+        change("u", 200, before={"id": 1}, after={"id": 1, "qty": 10}),
+        change("u", 250, before={"id": 5}, after={"id": 5, "qty": 50}),  # older than the state: ignored
+        change("c", 260, after={"id": 7, "name": "g", "qty": 7}),
+    ]
+    expected = merge_reference(base_rows, changes, ["id"], columns=COLUMNS)
+    assert [r for r in expected if r["id"] in (2, 3, 4)] == [
+        row(2, "b", 2, None),
+        row(3, None, None, seq_of(90), True),
+        row(4, "d", 4, seq_of(100), False),
+    ]
+    for strategy in ("broadcast", "shuffle"):
+        assert merged(spark, base_rows, changes, strategy=strategy) == expected, strategy
