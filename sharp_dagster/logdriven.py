@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -160,19 +160,11 @@ class PartitionRun:
             yield rec
 
     def stage(
-        self,
-        store: TableStore,
-        ref: TableRef,
-        values: dict[str, str],
-        df: DataFrame,
-        metrics: Sequence[tuple[str, str]] = (),
+        self, store: TableStore, ref: TableRef, values: dict[str, str], df: DataFrame
     ) -> StagedPartition:
-        """The `write` step: the partition's rows written where no reader sees them yet.
-
-        `metrics` (alias, aggregate SQL) are measured during the write (the data-quality rules' scan).
-        """
+        """The `write` step: the partition's rows written where no reader sees them yet."""
         with self.step("write", source_type="spark", target_type="parquet") as rec:
-            staged = store.stage(ref, values, df, metrics)
+            staged = store.stage(ref, values, df)
             rec.target_count = staged.row_count
             rec.success_count = staged.row_count
             rec.source_count = self.source_count

@@ -4,11 +4,9 @@ Rules live in `warehouse/quality/*.yaml` (see `sharp_dagster.dqc.rules`). They a
 loads, against each table's output columns (from its parsed SQL) and the known tables: an unknown asset, column,
 template or comparator, or a parameter that is not a plain identifier fails loading, naming the file and the rule.
 
-Each rule is an `AssetCheckSpec` of its asset (blocking for strong rules). At run time the single-table rules'
-aggregates are measured while the partition is written to staging (`write_metrics`, one Spark job with the write:
-no pass of their own); count-distinct rules share one scan of the *staged* rows, other-table rules run their own
-queries (`evaluate`). Strong failures keep the partition from being published; weak results are reported (WARN)
-and alerted after it is published.
+Each rule is an `AssetCheckSpec` of its asset (blocking for strong rules). At run time all rules of a partition
+are evaluated in one scan of the *staged* rows (`evaluate`); strong failures keep the partition from being
+published; weak results are reported (WARN) and alerted after it is published.
 """
 
 from __future__ import annotations
@@ -83,27 +81,6 @@ def _register_other_tables(store: TableStore, rules: list[Rule], grains: Mapping
             store.register(TableRef(db, name, PARTITION_COLUMNS[grains[other]]), refresh=True)
 
 
-def rule_context(run: Any, key: str, grain: str, target_count: int | None = None) -> RuleContext:
-    """What the rules of one partition know: its window, the run, and the job log's counts."""
-    variables = Window.from_partition_key(key, grain).variables()
-    return RuleContext(
-        partition_key=key,
-        dt=variables["dt"],
-        data_range_start=variables["DATA_RANGE_START"],
-        data_range_end=variables["DATA_RANGE_END"],
-        run_id=run.run_id,
-        source_count=run.source_count,
-        target_count=target_count,
-    )
-
-
-def write_metrics(run: Any, rules: list[Rule], grain: str) -> list[tuple[str, str]]:
-    """The rules' aggregates that are measured while the staged partition is written (no scan of their own)."""
-    from sharp_dagster.dqc.compiler import observable_metrics
-
-    return observable_metrics(rules, rule_context(run, run.handle.partition_key, grain))
-
-
 def evaluate(
     run: Any,
     store: TableStore,
@@ -112,26 +89,29 @@ def evaluate(
     grain: str,
     grains: Mapping[str, str],
 ) -> list[RuleResult]:
-    """All rules of one staged partition, recorded as the job log's `checks` step and in dqc_result.
-
-    Aggregates measured during the staging write (`staged.metrics`, see `write_metrics`) are not computed again;
-    the rest (count-distinct rules) share one scan of the staged rows, other-table rules run their own queries.
-    """
+    """All rules of one staged partition in one scan, recorded as the job log's `checks` step and in dqc_result."""
     from sharp_dagster.dqc.runner import RuleRunner
     from sharp_dagster.dqc.store import DqcStore
 
     key = run.handle.partition_key
-    ctx = rule_context(run, key, grain, target_count=staged.row_count)
+    window = Window.from_partition_key(key, grain)
+    variables = window.variables()
+    ctx = RuleContext(
+        partition_key=key,
+        dt=variables["dt"],
+        data_range_start=variables["DATA_RANGE_START"],
+        data_range_end=variables["DATA_RANGE_END"],
+        run_id=run.run_id,
+        source_count=run.source_count,
+        target_count=staged.row_count,
+    )
     with run.step("checks", source_type="spark") as rec:
         _register_other_tables(store, rules, grains)
         runner = RuleRunner(store.spark, store=DqcStore(run.job_log.engine))
-        results = runner.run(
-            run.asset.job_name, key, store.read_staged(staged), rules, ctx, measured=staged.metrics
-        )
+        results = runner.run(run.asset.job_name, key, store.read_staged(staged), rules, ctx)
         rec.source_count = staged.row_count
         rec.success_count = sum(1 for r in results if r.passed)
         rec.failure_count = sum(1 for r in results if not r.passed)
-        rec.info(f"{len(staged.metrics)} rule aggregate(s) measured during the write")
         for r in results:
             rec.info(f"[{r.severity}] {r.rule_id}: {r.status} ({r.message})")
     return results

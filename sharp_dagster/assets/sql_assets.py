@@ -161,8 +161,7 @@ def run_partitions(context, asset_key_path, grain: str, log_asset: LogDrivenAsse
             if not rules:
                 yield Output(df)
                 return
-            metrics = quality.write_metrics(run, rules, grain)
-            staged = run.stage(store, ref, partition_values(key, grain), df, metrics)
+            staged = run.stage(store, ref, partition_values(key, grain), df)
             results = quality.evaluate(run, store, staged, rules, grain, grains)
         except BaseException as exc:
             run.fail(exc)
@@ -188,8 +187,7 @@ def run_partitions(context, asset_key_path, grain: str, log_asset: LogDrivenAsse
             run = _begin(context, log_asset, key, spark_resource)
             try:
                 df = compute(key, run)
-                metrics = quality.write_metrics(run, rules, grain) if rules else []
-                staged = run.stage(store, ref, partition_values(key, grain), df, metrics)
+                staged = run.stage(store, ref, partition_values(key, grain), df)
                 results = quality.evaluate(run, store, staged, rules, grain, grains) if rules else []
             except BaseException as exc:
                 run.fail(exc)

@@ -16,7 +16,7 @@ prints it for debugging.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,12 +48,6 @@ class CompiledPlan:
     view: str
     scan_sql: str | None
     rules: tuple[CompiledRule, ...]
-    aggregates: tuple[tuple[str, str], ...] = ()  # (expression, alias) of every rule in the scan
-
-    def scan_without(self, measured: Collection[str]) -> str | None:
-        """The scan for the rules whose alias is not in `measured` (already observed while writing)."""
-        rest = [(expr, alias) for expr, alias in self.aggregates if alias not in measured]
-        return scan_query(rest, quote_table(self.view)) if rest else None
 
     @property
     def queries(self) -> list[str]:
@@ -139,35 +133,7 @@ def _compile(rules: list[Rule], view: str, base_values: Mapping[str, str]) -> Co
     scan_sql = None
     if select:
         scan_sql = scan_query(select, base_values["table"])
-    return CompiledPlan(
-        asset=next(iter(assets), ""),
-        view=view,
-        scan_sql=scan_sql,
-        rules=tuple(compiled),
-        aggregates=tuple(select),
-    )
-
-
-def observable_metrics(
-    rules: Iterable[Rule], context: RuleContext | Mapping[str, Any] | None = None
-) -> list[tuple[str, str]]:
-    """(alias, aggregate expression) of the rules that can be measured while the partition is being written.
-
-    These are the scan aggregates without DISTINCT (Spark's `observe` takes no distinct aggregate): attached to
-    the staging write (`Dataset.observe`), they cost no pass over the data at all. The runner then scans only
-    for the rest (`CompiledPlan.scan_without`). A rule whose placeholders the context cannot fill is left to the
-    runner, which reports it as not compilable.
-    """
-    values = _variables("__observed", RuleContext.coerce(context), DEFAULT_SAMPLE_LIMIT)
-    out = []
-    for rule in rules:
-        if rule.sql.scan is None or not rule.observable:
-            continue
-        try:
-            out.append((alias_of(rule), _fill(rule.sql.scan, values)))
-        except CompileError:
-            continue
-    return out
+    return CompiledPlan(asset=next(iter(assets), ""), view=view, scan_sql=scan_sql, rules=tuple(compiled))
 
 
 def _uses_reference(rule: Rule) -> bool:

@@ -116,14 +116,6 @@ class Rule:
     def scan_based(self) -> bool:
         return self.sql.scan is not None
 
-    @property
-    def observable(self) -> bool:
-        """Whether the rule's aggregate can be measured during the partition's write (no DISTINCT in it)."""
-        tmpl = self.tmpl
-        if tmpl.mode == "fluctuation":
-            tmpl = get_template(self.params["base"])
-        return self.scan_based and not tmpl.distinct
-
     def describe_expectation(self) -> str:
         if self.tmpl.mode == "reconcile":
             unit = "%" if self.params.get("tolerance_type") == "percent" else ""

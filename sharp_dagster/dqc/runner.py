@@ -4,8 +4,7 @@ The caller stages the new partition, registers it as a temp view (or passes a Da
 before publishing and raises on `blocking_failures`, publishes, then runs the WEAK rules. Per asset partition
 the runner issues:
 
-1. one aggregate scan for every single-table rule (see `compiler.py`), except the aggregates the caller already
-   measured while writing the partition (`measured`; the pipeline does so, see `compiler.observable_metrics`);
+1. one aggregate scan for every single-table rule (see `compiler.py`);
 2. one query per referential / custom_sql rule and per table reconciliation's other side;
 3. for failed rules only, one small query sampling the `sample_key` of failing rows.
 
@@ -111,13 +110,8 @@ class RuleRunner:
         view: str | DataFrame,
         rules: Iterable[Rule],
         context: RuleContext | Mapping[str, Any] | None = None,
-        measured: Mapping[str, Any] | None = None,
     ) -> list[RuleResult]:
-        """Evaluate `rules` (all of `asset_key`) over `view`, the partition's rows; save and return the results.
-
-        `measured` holds scan aggregates already computed while the partition was written ({alias: value}, see
-        `compiler.observable_metrics`); the scan then covers only the other rules, and none when all are measured.
-        """
+        """Evaluate `rules` (all of `asset_key`) over `view`, the partition's rows; save and return the results."""
         rules = list(rules)
         others = sorted({r.label for r in rules if r.asset != asset_key})
         if others:
@@ -131,7 +125,7 @@ class RuleRunner:
             )
         view_name, temporary = self._view(view)
         try:
-            results = self._run(asset_key, partition_key, view_name, rules, ctx, measured or {})
+            results = self._run(asset_key, partition_key, view_name, rules, ctx)
         finally:
             if temporary:
                 self.spark.catalog.dropTempView(view_name)
@@ -196,23 +190,16 @@ class RuleRunner:
         return rows[0][0]
 
     def _run(
-        self,
-        asset: str,
-        partition: str | None,
-        view: str,
-        rules: list[Rule],
-        ctx: RuleContext,
-        measured: Mapping[str, Any],
+        self, asset: str, partition: str | None, view: str, rules: list[Rule], ctx: RuleContext
     ) -> list[RuleResult]:
         plan = compile_rules(rules, view, ctx, self.sample_limit)
-        scan_values: dict[str, Any] = dict(measured)
+        scan_values: dict[str, Any] = {}
         scan_error: str | None = None
         scan_ms = 0.0
-        scan_sql = plan.scan_without(measured) if measured else plan.scan_sql
-        if scan_sql:
+        if plan.scan_sql:
             t0 = time.perf_counter()
             try:
-                scan_values.update(self._sql(scan_sql)[0].asDict())
+                scan_values = self._sql(plan.scan_sql)[0].asDict()
             except Exception as exc:  # noqa: BLE001 - every rule of the scan reports it
                 scan_error = _short(exc)
             scan_ms = (time.perf_counter() - t0) * 1000

@@ -331,7 +331,6 @@ class Template:
     mode: str = "compare"  # compare | reconcile | fluctuation
     scan_based: bool = True  # False: needs its own query (joins another table, custom SQL)
     key_param: str | None = None  # param whose columns are the default sample_key
-    distinct: bool = False  # its scan aggregate counts DISTINCT values (not measurable by `observe`)
     description: str = ""
     extra_params: Callable[[Mapping[str, Any]], tuple[ParamSpec, ...]] | None = field(
         default=None, repr=False
@@ -589,7 +588,6 @@ _add(
         _duplicate_count,
         "uniqueness",
         key_param="key",
-        distinct=True,
         description="rows whose (non-NULL) key repeats an earlier row's key: rows - distinct keys",
     )
 )
@@ -668,7 +666,6 @@ _add(
         "count(DISTINCT ${columns})",
         _distinct_count,
         "uniqueness",
-        distinct=True,
         description="distinct non-NULL combinations of the columns",
     )
 )

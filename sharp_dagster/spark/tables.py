@@ -17,13 +17,11 @@ the shared disk of a standalone cluster. Tables are registered in the session's 
 
 from __future__ import annotations
 
-import logging
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -67,17 +65,10 @@ class StagedPartition:
     path: str
     row_count: int
     columns: tuple[str, ...] = ()
-    # Aggregates measured while the rows were written ({alias: value}; see `TableStore.stage`).
-    metrics: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def values_dict(self) -> dict[str, str]:
         return dict(self.values)
-
-
-ROWS_METRIC = "__rows"
-
-log = logging.getLogger(__name__)
 
 
 class TableStore:
@@ -147,72 +138,23 @@ class TableStore:
         walk(root, 0, {})
         return sorted(found, key=lambda v: tuple(v[c] for c in ref.partition_cols))
 
-    def stage(
-        self,
-        ref: TableRef,
-        values: Mapping[str, str],
-        df: DataFrame,
-        metrics: Sequence[tuple[str, str]] = (),
-    ) -> StagedPartition:
-        """Write `df` where no reader looks, and return a handle to publish or discard it.
-
-        `metrics` are (alias, aggregate SQL expression) pairs measured over the rows as readers will see them
-        (partition columns included) during the same write, e.g. the data-quality rules' scan: no second pass.
-        If measuring fails (a rule's expression does not analyse or fails at run time), the rows are written
-        again without it, a warning says why, and `metrics` of the result is empty: the caller measures by a scan.
-        """
+    def stage(self, ref: TableRef, values: Mapping[str, str], df: DataFrame) -> StagedPartition:
+        """Write `df` where no reader looks, and return a handle to publish or discard it."""
         self.recover(ref)
         self.partition_path(ref, values)  # validates the values before anything is written
         drop = [c for c in ref.partition_cols if c in df.columns]
         data = df.drop(*drop) if drop else df
         path = f"{self.table_path(ref)}/_staging/{uuid.uuid4().hex}"
-        ordered = tuple((c, str(values[c])) for c in ref.partition_cols)
-        observed: dict[str, Any] | None = None
-        if metrics:
-            try:
-                row_count, observed = self._write_observed(data, path, ordered, metrics)
-            except Exception as exc:  # noqa: BLE001 - the data must not be lost to a broken measurement
-                log.warning(
-                    "%s %s: the write measuring %d aggregate(s) failed (%s); writing again without them",
-                    ref.qualified,
-                    dict(ordered),
-                    len(metrics),
-                    str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__,
-                )
-                self._fs.delete(self._p(path), True)
-        if observed is None:
-            row_count, _ = self._write_observed(data, path, ordered, ())
-        return StagedPartition(
-            ref=ref,
-            values=ordered,
-            path=path,
-            row_count=row_count,
-            columns=tuple(data.columns),
-            metrics=observed or {},
+        # Count the rows while they are written (one Spark job, not a second read of the files).
+        observation = Observation(f"rows_{uuid.uuid4().hex[:8]}")
+        data.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("error").parquet(
+            self._uri(path)
         )
-
-    def _write_observed(
-        self,
-        data: DataFrame,
-        path: str,
-        values: tuple[tuple[str, str], ...],
-        metrics: Sequence[tuple[str, str]],
-    ) -> tuple[int, dict[str, Any]]:
-        """Write `data` to `path`, counting its rows (and computing `metrics`) in the same Spark job."""
-        observation = Observation(f"stage_{uuid.uuid4().hex[:8]}")
-        rows = F.count(F.lit(1)).alias(ROWS_METRIC)
-        if metrics:
-            # Measured over the rows as readers will see them: with the partition columns as literals.
-            parts = [F.lit(v).alias(c) for c, v in values]
-            observed = data.select("*", *parts).observe(
-                observation, rows, *[F.expr(sql).alias(alias) for alias, sql in metrics]
-            )
-            written = observed.drop(*[c for c, _ in values])
-        else:
-            written = data.observe(observation, rows)
-        written.write.mode("error").parquet(self._uri(path))
-        result = dict(observation.get)
-        return int(result.pop(ROWS_METRIC)), result
+        row_count = int(observation.get["rows"])
+        ordered = tuple((c, str(values[c])) for c in ref.partition_cols)
+        return StagedPartition(
+            ref=ref, values=ordered, path=path, row_count=row_count, columns=tuple(data.columns)
+        )
 
     def read_staged(self, staged: StagedPartition) -> DataFrame:
         """The staged rows with the partition columns added back, as readers will see them once published."""

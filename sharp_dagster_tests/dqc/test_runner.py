@@ -6,7 +6,6 @@ import re
 import statistics
 
 import pytest
-from pyspark.sql import functions as F
 
 from sharp_dagster.dqc.compiler import compile_rules
 from sharp_dagster.dqc.rules import COMPARATORS
@@ -308,53 +307,3 @@ def test_run_rejects_other_assets_rules_and_bad_view_names(spark, orders_view):
     ok = make_rule(id="rows", template="row_count", comparator=">", expect=0)
     with pytest.raises(ValueError, match="view name"):
         RuleRunner(spark).run(ASSET, PARTITION, "v; drop table x", [ok])
-
-
-def test_aggregates_measured_during_a_write_are_not_scanned_again(spark, orders_view, warehouse):
-    from sharp_dagster.dqc.compiler import observable_metrics
-
-    rules = [
-        make_rule(id="rows", template="row_count", comparator=">", expect=0),
-        make_rule(id="nulls", template="null_count", params={"column": "user_id"}, comparator=">=", expect=0),
-        make_rule(
-            id="dups",
-            template="duplicate_count",
-            params={"key": ["order_id", "line_no"]},
-            comparator="=",
-            expect=0,
-        ),  # fmt: skip
-        make_rule(
-            id="trend", template="fluctuation", params={"base": "distinct_count", "columns": ["user_id"]}
-        ),
-        make_rule(
-            id="fk",
-            template="referential",
-            params={"key": ["user_id"], "other": "dwd.user_dim"},
-            comparator="=",
-            expect=0,
-        ),  # fmt: skip
-    ]
-    # Count-distinct and other-table rules cannot be observed; the rest can.
-    metrics = observable_metrics(rules, {"partition_key": PARTITION})
-    assert [alias for alias, _ in metrics] == ["r_rows", "r_nulls"]
-    measured = spark.table(orders_view).agg(*[F.expr(sql).alias(alias) for alias, sql in metrics]).first()
-
-    queries: list[str] = []
-    runner = RuleRunner(spark, on_query=queries.append)
-    observed = runner.run(ASSET, PARTITION, orders_view, rules, measured=measured.asDict())
-    plain_queries: list[str] = []
-    plain = RuleRunner(spark, on_query=plain_queries.append).run(ASSET, PARTITION, orders_view, rules)
-    assert [(r.rule_id, r.actual, r.passed) for r in observed] == [
-        (r.rule_id, r.actual, r.passed) for r in plain
-    ]
-    # The scan is left with the two count-distinct rules; every other query is the same.
-    scan = next(q for q in queries if "`r_dups`" in q)
-    assert "`r_trend`" in scan and "`r_rows`" not in scan and "`r_nulls`" not in scan
-    plain_scan = next(q for q in plain_queries if "`r_dups`" in q)
-    assert "`r_rows`" in plain_scan and "`r_nulls`" in plain_scan
-    assert sorted(q for q in queries if q != scan) == sorted(q for q in plain_queries if q != plain_scan)
-
-    # Everything measured: no scan at all.
-    queries.clear()
-    runner.run(ASSET, PARTITION, orders_view, rules[:2], measured=measured.asDict())
-    assert queries == []

@@ -90,29 +90,3 @@ def test_hourly_partitions_and_schema_evolution(spark, table_store):
         ref, {"dt": "2024-01-01", "hour": "01"}, spark.sql("SELECT 2 AS id, 'new' AS added")
     )
     assert rows(spark, "raw.t_hourly") == [(1, None, "2024-01-01", "00"), (2, "new", "2024-01-01", "01")]
-
-
-def test_metrics_are_measured_during_the_staging_write(spark, table_store):
-    ref = TableRef("dwd", "t_observed", ("dt",))
-    df = spark.sql("SELECT id, IF(id % 3 = 0, NULL, id) AS v FROM range(10)")
-    staged = table_store.stage(
-        ref,
-        {"dt": "2024-01-01"},
-        df,
-        metrics=[("nulls", "count(CASE WHEN v IS NULL THEN 1 END)"), ("day", "max(dt)")],
-    )
-    # The partition column is seen as readers will see it; the rows are written once.
-    assert staged.row_count == 10 and dict(staged.metrics) == {"nulls": 4, "day": "2024-01-01"}
-    assert table_store.read_staged(staged).count() == 10
-    table_store.discard(staged)
-
-
-def test_a_failing_measurement_never_costs_the_data(spark, table_store, caplog):
-    ref = TableRef("dwd", "t_observed_bad", ("dt",))
-    df = spark.sql("SELECT id FROM range(5)")
-    for broken in ("count(no_such_column)", "max(raise_error('boom'))"):  # analysis error, run-time error
-        staged = table_store.stage(ref, {"dt": "2024-01-01"}, df, metrics=[("bad", broken)])
-        assert staged.row_count == 5 and staged.metrics == {}
-        assert sorted(r.id for r in table_store.read_staged(staged).collect()) == [0, 1, 2, 3, 4]
-        table_store.discard(staged)
-    assert "writing again without them" in caplog.text
