@@ -4,7 +4,8 @@ A state of N rows (parquet) and M raw binlog changes (60% updates, half of them 
 deletes, 1% duplicated deliveries) are generated once. Then, in one Spark session, after a warm-up: a plain copy
 of the state (read + write parquet, what `INSERT OVERWRITE ... SELECT *` does) and `merge_day` + write are timed,
 alternately, and the best of each is kept. The same merge in DuckDB (SQL over the same parquet files) is the
-reference, and its result must equal Spark's, row for row.
+reference, and its result must equal Spark's, row for row. A lower bound is timed alongside (`floor_parts`): the
+copy plus one lookup of every state row among the day's keys, and one parse of every change grouped by key.
 
     .venv/bin/python bench/bench_merge.py [--quick] [--rows N] [--changes M] [--repeat R] [--variants]
 """
@@ -146,6 +147,39 @@ def spark_merge(
     return clock.time(action)
 
 
+def floor_parts(spark: SparkSession, clock: _Clock, state_dir: str, changes_dir: str, out: str):
+    """The two parts any Spark merge of this day must do, timed apart, each with nothing else (a lower bound).
+
+    - probe + write: the copy plus one hash lookup of every state row among the day's keys (computed beforehand,
+      not timed), the least a broadcast merge does to the state; a shuffle or sort of the state costs more.
+    - parse + group: every change's after image parsed once and the changes grouped by key, the least the fold
+      does (no before image, no partial images, no ordering beyond a max).
+    """
+    from pyspark.sql import functions as F
+
+    image = ", ".join(f"`{name}` string" for name, _ in COLUMNS)
+    keys = (
+        spark.read.parquet(changes_dir)
+        .select(F.get_json_object(F.coalesce("after_json", "before_json"), "$.id").cast("bigint").alias("k"))
+        .distinct()
+        .localCheckpoint(eager=True)
+    )
+
+    def probe_write() -> None:
+        state = spark.read.parquet(state_dir)
+        joined = state.join(F.broadcast(keys), state["id"] == keys["k"], "left").drop("k")
+        joined.write.mode("overwrite").parquet(out)
+
+    def parse_group() -> None:
+        parsed = spark.read.parquet(changes_dir).select(
+            F.from_json("after_json", image).alias("a"), "binlog_seq"
+        )
+        grouped = parsed.groupBy(F.col("a.id")).agg(F.max_by("a", "binlog_seq"))
+        grouped.write.format("noop").mode("overwrite").save()
+
+    return (lambda: clock.time(probe_write)), (lambda: clock.time(parse_group))
+
+
 def duckdb_merge(state_dir: str, changes_dir: str, out: str) -> tuple[float, float]:
     """The same merge in DuckDB SQL (inserts, full and partial updates, deletes); returns (copy, merge) seconds."""
     import duckdb
@@ -250,10 +284,14 @@ def run(rows: int, changes: int, repeat: int, variants: bool, workdir: str | Non
         spark_copy(spark, clock, state_dir, str(root / "warm_copy"))
         spark_merge(spark, clock, state_dir, changes_dir, str(root / "warm_merge"))
 
-        copies, merges = [], []
-        for _ in range(repeat):  # alternated, so that a burst of load elsewhere hits both
+        probe_write, parse_group = floor_parts(spark, clock, state_dir, changes_dir, str(root / "probe"))
+        probe_write(), parse_group()
+        copies, merges, probes, parses = [], [], [], []
+        for _ in range(repeat):  # alternated, so that a burst of load elsewhere hits all alike
             copies.append(spark_copy(spark, clock, state_dir, str(root / "copy")))
             merges.append(spark_merge(spark, clock, state_dir, changes_dir, str(root / "merge")))
+            probes.append(probe_write())
+            parses.append(parse_group())
         copy_s, merge_s = min(w for w, _ in copies), min(w for w, _ in merges)
         copy_cpu, merge_cpu = min(c for _, c in copies), min(c for _, c in merges)
         result = {
@@ -270,6 +308,11 @@ def run(rows: int, changes: int, repeat: int, variants: bool, workdir: str | Non
             "cpu_ratio_merge_to_copy": round(merge_cpu / copy_cpu, 3),
             "load_average_1m": round(os.getloadavg()[0], 2),
         }
+        probe_s, parse_s = min(w for w, _ in probes), min(w for w, _ in parses)
+        result["floor_probe_write_s"] = round(probe_s, 2)
+        result["floor_parse_group_s"] = round(parse_s, 2)
+        # The least any Spark merge of this day costs here, against the same copy: above 1.3, no merge meets 1.3.
+        result["floor_ratio_to_copy"] = round((probe_s + parse_s) / copy_s, 3)
         if variants:
             shuffled, _ = spark_merge(
                 spark, clock, state_dir, changes_dir, str(root / "merge_shuffle"), strategy="shuffle"
@@ -293,14 +336,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quick", action="store_true", help="500,000 state rows and 50,000 changes")
     parser.add_argument("--rows", type=int, help="state rows (default 5,000,000)")
     parser.add_argument("--changes", type=int, help="change rows (default 500,000)")
-    parser.add_argument("--repeat", type=int, help="timed runs of each (default 2, quick 1)")
+    parser.add_argument("--repeat", type=int, help="timed runs of each (default 3, quick 1)")
     parser.add_argument(
         "--variants", action="store_true", help="also time the shuffle (full outer join) strategy"
     )
     args = parser.parse_args(argv)
     rows = args.rows or (500_000 if args.quick else 5_000_000)
     changes = args.changes or (50_000 if args.quick else 500_000)
-    repeat = args.repeat or (1 if args.quick else 2)
+    repeat = args.repeat or (1 if args.quick else 3)
     os.environ.setdefault("SHARP_SPARK_LOG_LEVEL", "ERROR")
     result = run(rows, changes, repeat, args.variants or not args.quick)
     print(json.dumps(result, indent=2))

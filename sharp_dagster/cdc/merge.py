@@ -7,11 +7,13 @@ ODS table publishes the live rows (`published`). Everything that decides the res
 - Changes are ordered by binlog position (`binlog_seq`), never by timestamp or Kafka offset; ties (which one binlog
   cannot produce) break on `event_uid` so that the result is deterministic.
 - An event at or before the key's state position is ignored, so replays and re-runs change nothing.
-- A full image (insert, snapshot read, delete, the new key of a key-changing update, a truncate) *resets* the row;
-  a plain update is a *partial* image that sets only the columns it carries. The day folds per key into: the
-  latest reset, and for each column the latest partial update carrying it. Combined with the state row this
-  gives exactly the sequential replay: a column takes the latest partial value newer than both the state and the
-  latest reset, else the reset's value (if newer than the state), else the state's value.
+- A full image (insert, snapshot read, delete, the new key of a key-changing update, a truncate) sets every column
+  of the row; a plain update is a *partial* image that sets only the columns it carries. The day folds per key
+  into: its latest event (position, delete or not), and for each column its latest *setter* (value, position).
+  Combined with the state row this gives exactly the sequential replay of the events newer than the state: a
+  column takes its latest setter's value when that is newer than the state (and than a truncate covering the row),
+  else null when such a truncate cleared the row, else the state's value; the row is deleted when its latest
+  newer event is a delete.
 - Duplicates (same `event_uid`) are the same binlog event with the same position and images: in the fold they
   tie with themselves, so they need no separate de-duplication shuffle.
 
@@ -447,14 +449,14 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
         "lo",
         "uid",
         "src",
-        (tomb | F.col("reset")).alias("reset"),
         (tomb | F.col("del")).alias("del"),
         *[
             c
             for j, (_, typ) in enumerate(plan.values)
             for c in (
                 F.when(tomb, F.lit(None).cast(typ)).otherwise(F.col(f"v{j}")).alias(f"v{j}"),
-                (~tomb & F.col(f"p{j}")).alias(f"p{j}"),
+                # Whether the event sets the column: a full image sets every column, a partial one those it carries.
+                (tomb | F.col("reset") | F.col(f"p{j}")).alias(f"w{j}"),
             )
         ],
     )
@@ -467,29 +469,22 @@ def _path(name: str) -> str:
 
 
 def _delta(changes: DataFrame, plan: _Plan) -> DataFrame:
-    """Fold the day per key: the latest reset image and, per column, the latest partial update carrying it.
+    """Fold the day per key: its latest event, and for each column the latest event that set it.
 
-    One shuffle by key; partitioning by key before grouping lets one sort serve both the partial and the final
-    (sort-based: the buffers hold strings) aggregation.
+    A full image sets every column and a partial update the columns it carries, so the latest setter of a column
+    holds its value after the day. One shuffle by key; partitioning by key before grouping lets one sort serve both
+    the partial and the final (sort-based: the buffers hold strings) aggregation.
     """
     keys = _delta_key_names(plan)
     actions = _actions(changes, plan).repartition(*keys)
     order = F.struct("hi", "lo", "uid")
-    reset, partial = F.col("reset"), ~F.col("reset")
-    values = plan.values
-    aggs = [
-        F.max_by(F.struct("seq", "del", *[f"v{j}" for j in range(len(values))]), F.when(reset, order)).alias(
-            "__r"
-        ),
-        F.max_by(F.col("seq"), F.when(partial, order)).alias("__pseq"),
-    ]
+    last = [F.col("seq").alias("seq"), F.col("del").alias("del")]
     if plan.shard and not plan.shard_in_key:
-        aggs.append(
-            F.max_by(F.struct(F.col("seq").alias("seq"), F.col("src").alias("src")), order).alias("__last")
-        )
-    for j in range(len(values)):
-        carried = F.struct(F.col(f"v{j}").alias("v"), F.col("seq").alias("s"))
-        aggs.append(F.max_by(carried, F.when(partial & F.col(f"p{j}"), order)).alias(f"__pc{j}"))
+        last.append(F.col("src").alias("src"))
+    aggs = [F.max_by(F.struct(*last), order).alias("__last")]
+    for j in range(len(plan.values)):
+        setter = F.struct(F.col(f"v{j}").alias("v"), F.col("seq").alias("s"))
+        aggs.append(F.max_by(setter, F.when(F.col(f"w{j}"), order)).alias(f"__c{j}"))
     return actions.groupBy(*keys).agg(*aggs)
 
 
@@ -514,7 +509,13 @@ def _delta_stats(delta: DataFrame, plan: _Plan) -> tuple[int, bool]:
 
 
 def _finalize(plan: _Plan, base: DataFrame | None, delta_keys: bool | None) -> list[Column]:
-    """The result row from the state row (absent: None, or all nulls after an outer join) and the key's delta."""
+    """The result row from the state row (absent: None, or all nulls after an outer join) and the key's delta.
+
+    Replaying the day's events newer than the state in order gives: each column the value of its latest setter
+    newer than the state (or than a truncate that covers the row), else null if such a truncate cleared the row,
+    else the state's value; the row is deleted if its latest newer event is a delete (or the truncate is newer than
+    everything). Rows the day does not touch have a null delta and keep the state's values.
+    """
 
     def base_col(name: str) -> Column:
         if base is None:
@@ -523,7 +524,8 @@ def _finalize(plan: _Plan, base: DataFrame | None, delta_keys: bool | None) -> l
 
     base_seq = base_col(SEQ_COLUMN).cast(SEQ_TYPE)
     base_deleted = base_col(DELETED_COLUMN).cast("boolean")
-    rseq, pseq = F.col("__r")["seq"], F.col("__pseq")
+    last = F.col("__last")
+    last_seq = last["seq"]
 
     out: list[Column] = []
     keys = {}
@@ -541,21 +543,21 @@ def _finalize(plan: _Plan, base: DataFrame | None, delta_keys: bool | None) -> l
         if plan.shard_in_key:
             shard_value = keys[plan.shard.lower()]
         else:
-            last = F.col("__last")
-            newer = last["seq"].isNotNull() & (base_seq.isNull() | (last["seq"] > base_seq))
+            newer = last_seq.isNotNull() & (base_seq.isNull() | (last_seq > base_seq))
             shard_value = F.when(newer, last["src"]).otherwise(base_col(plan.shard))
 
     truncate = _truncate_seq(plan, shard_value)
-    latest_reset = F.greatest(rseq, truncate) if truncate is not None else rseq
-    reset_applies = latest_reset.isNotNull() & (base_seq.isNull() | (latest_reset > base_seq))
-    if truncate is not None:
-        truncate_wins = truncate.isNotNull() & (rseq.isNull() | (truncate > rseq))
+    if truncate is None:
+        floor, cleared = base_seq, None
     else:
-        truncate_wins = F.lit(False)
-    floor = F.when(reset_applies, latest_reset).otherwise(base_seq)
+        cleared = truncate.isNotNull() & (base_seq.isNull() | (truncate > base_seq))
+        floor = F.when(cleared, truncate).otherwise(base_seq)
 
     def newer_than_floor(seq: Column) -> Column:
         return seq.isNotNull() & (floor.isNull() | (seq > floor))
+
+    def unless_cleared(kept: Column, cleared_value: Column) -> Column:
+        return kept if cleared is None else F.when(cleared, cleared_value).otherwise(kept)
 
     for name, typ in plan.columns:
         lower = name.lower()
@@ -566,18 +568,14 @@ def _finalize(plan: _Plan, base: DataFrame | None, delta_keys: bool | None) -> l
             out.append(shard_value.cast(typ).alias(name))
             continue
         j = next(j for j, (c, _) in enumerate(plan.values) if c.lower() == lower)
-        start = F.when(
-            reset_applies, F.when(truncate_wins, F.lit(None)).otherwise(F.col("__r")[f"v{j}"])
-        ).otherwise(base_col(name))
-        pc = F.col(f"__pc{j}")
-        value = F.when(newer_than_floor(pc["s"]), pc["v"]).otherwise(start)
+        setter = F.col(f"__c{j}")
+        kept = unless_cleared(base_col(name), F.lit(None))
+        value = F.when(newer_than_floor(setter["s"]), setter["v"]).otherwise(kept)
         out.append(value.cast(typ).alias(name))
 
-    start_deleted = F.when(
-        reset_applies, truncate_wins | F.coalesce(F.col("__r")["del"], F.lit(False))
-    ).otherwise(F.coalesce(base_deleted, F.lit(False)))
-    deleted = F.when(newer_than_floor(pseq), F.lit(False)).otherwise(start_deleted)
-    seqs = [base_seq, rseq, pseq] + ([truncate] if truncate is not None else [])
+    kept_deleted = unless_cleared(F.coalesce(base_deleted, F.lit(False)), F.lit(True))
+    deleted = F.when(newer_than_floor(last_seq), last["del"]).otherwise(kept_deleted)
+    seqs = [base_seq, last_seq] + ([truncate] if truncate is not None else [])
     out.append(F.greatest(*seqs).cast(SEQ_TYPE).alias(SEQ_COLUMN))
     out.append(deleted.alias(DELETED_COLUMN))
     return out
