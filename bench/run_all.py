@@ -173,7 +173,7 @@ def headline(name: str, r: dict) -> tuple[str, str, str, str]:
             f"{r['ratio_merge_to_copy']}x ({r['spark_merge_s']} s vs {r['spark_copy_s']} s); DuckDB merge "
             f"{r['duckdb_merge_s']} s; equal to DuckDB: {r['equal_to_duckdb']}"
             + (
-                f"; lower bound of any Spark merge here (copy + key lookup, parse + group) "
+                f"; lower bound measured alongside (copy + key lookup, parse + group) "
                 f"{r['floor_ratio_to_copy']}x"
                 if "floor_ratio_to_copy" in r
                 else ""
