@@ -5,7 +5,8 @@ deletes, 1% duplicated deliveries) are generated once. Then, in one Spark sessio
 of the state (read + write parquet, what `INSERT OVERWRITE ... SELECT *` does) and `merge_day` + write are timed,
 alternately, and the best of each is kept. The same merge in DuckDB (SQL over the same parquet files) is the
 reference, and its result must equal Spark's, row for row. A lower bound is timed alongside (`floor_parts`): the
-copy plus one lookup of every state row among the day's keys, and one parse of every change grouped by key.
+parts any Spark merge must do, each alone (the copy with a lookup or a shuffle of the state, a second look at the
+state's keys, one parse of every change grouped by key).
 
     .venv/bin/python bench/bench_merge.py [--quick] [--rows N] [--changes M] [--repeat R] [--variants]
 """
@@ -147,13 +148,18 @@ def spark_merge(
     return clock.time(action)
 
 
-def floor_parts(spark: SparkSession, clock: _Clock, state_dir: str, changes_dir: str, out: str):
-    """The two parts any Spark merge of this day must do, timed apart, each with nothing else (a lower bound).
+def floor_parts(spark: SparkSession, clock: _Clock, state_dir: str, changes_dir: str, out: str) -> dict:
+    """The parts any Spark merge of this day must do, each timed alone with nothing else added (a lower bound).
 
     - probe + write: the copy plus one hash lookup of every state row among the day's keys (computed beforehand,
-      not timed), the least a broadcast merge does to the state; a shuffle or sort of the state costs more.
-    - parse + group: every change's after image parsed once and the changes grouped by key, the least the fold
-      does (no before image, no partial images, no ordering beyond a max).
+      not timed), the least a merge that streams the state past the broadcast delta does to it.
+    - new keys: the state's keys looked up among the day's keys once more. Spark's broadcast hash join cannot
+      return the build rows nothing matched, so finding the day's keys new to the state takes a second look at
+      the state's keys (a key-only scan).
+    - parse + group: every change's after image and before-image key parsed once, the changes grouped by key
+      (no partial images, no ordering beyond one max).
+    - shuffle + write: the copy with the state shuffled by key, the least a merge that joins by shuffling the
+      state (instead of broadcasting the delta) does to it.
     """
     from pyspark.sql import functions as F
 
@@ -170,14 +176,32 @@ def floor_parts(spark: SparkSession, clock: _Clock, state_dir: str, changes_dir:
         joined = state.join(F.broadcast(keys), state["id"] == keys["k"], "left").drop("k")
         joined.write.mode("overwrite").parquet(out)
 
+    def new_keys() -> None:
+        state_keys = spark.read.parquet(state_dir).select("id")
+        matched = state_keys.join(F.broadcast(keys), state_keys["id"] == keys["k"], "left_semi")
+        matched.write.format("noop").mode("overwrite").save()
+
     def parse_group() -> None:
         parsed = spark.read.parquet(changes_dir).select(
-            F.from_json("after_json", image).alias("a"), "binlog_seq"
+            F.from_json("after_json", image).alias("a"),
+            F.from_json("before_json", "`id` string").alias("b"),
+            "binlog_seq",
         )
-        grouped = parsed.groupBy(F.col("a.id")).agg(F.max_by("a", "binlog_seq"))
+        grouped = parsed.groupBy(F.coalesce("a.id", "b.id").alias("k")).agg(F.max_by("a", "binlog_seq"))
         grouped.write.format("noop").mode("overwrite").save()
 
-    return (lambda: clock.time(probe_write)), (lambda: clock.time(parse_group))
+    def shuffle_write() -> None:
+        state = spark.read.parquet(state_dir)
+        partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        state.repartition(partitions, "id").write.mode("overwrite").parquet(out)
+
+    parts = {
+        "probe_write": probe_write,
+        "new_keys": new_keys,
+        "parse_group": parse_group,
+        "shuffle_write": shuffle_write,
+    }
+    return {name: (lambda action=action: clock.time(action)) for name, action in parts.items()}
 
 
 def duckdb_merge(state_dir: str, changes_dir: str, out: str) -> tuple[float, float]:
@@ -284,14 +308,15 @@ def run(rows: int, changes: int, repeat: int, variants: bool, workdir: str | Non
         spark_copy(spark, clock, state_dir, str(root / "warm_copy"))
         spark_merge(spark, clock, state_dir, changes_dir, str(root / "warm_merge"))
 
-        probe_write, parse_group = floor_parts(spark, clock, state_dir, changes_dir, str(root / "probe"))
-        probe_write(), parse_group()
-        copies, merges, probes, parses = [], [], [], []
+        floors = floor_parts(spark, clock, state_dir, changes_dir, str(root / "floor"))
+        for part in floors.values():
+            part()
+        copies, merges, parts = [], [], {name: [] for name in floors}
         for _ in range(repeat):  # alternated, so that a burst of load elsewhere hits all alike
             copies.append(spark_copy(spark, clock, state_dir, str(root / "copy")))
             merges.append(spark_merge(spark, clock, state_dir, changes_dir, str(root / "merge")))
-            probes.append(probe_write())
-            parses.append(parse_group())
+            for name, part in floors.items():
+                parts[name].append(part())
         copy_s, merge_s = min(w for w, _ in copies), min(w for w, _ in merges)
         copy_cpu, merge_cpu = min(c for _, c in copies), min(c for _, c in merges)
         result = {
@@ -308,11 +333,15 @@ def run(rows: int, changes: int, repeat: int, variants: bool, workdir: str | Non
             "cpu_ratio_merge_to_copy": round(merge_cpu / copy_cpu, 3),
             "load_average_1m": round(os.getloadavg()[0], 2),
         }
-        probe_s, parse_s = min(w for w, _ in probes), min(w for w, _ in parses)
-        result["floor_probe_write_s"] = round(probe_s, 2)
-        result["floor_parse_group_s"] = round(parse_s, 2)
+        floor = {name: min(w for w, _ in runs) for name, runs in parts.items()}
+        for name, seconds in floor.items():
+            result[f"floor_{name}_s"] = round(seconds, 2)
         # The least any Spark merge of this day costs here, against the same copy: above 1.3, no merge meets 1.3.
-        result["floor_ratio_to_copy"] = round((probe_s + parse_s) / copy_s, 3)
+        broadcast_floor = floor["probe_write"] + floor["new_keys"] + floor["parse_group"]
+        shuffle_floor = floor["shuffle_write"] + floor["parse_group"]
+        result["floor_broadcast_ratio_to_copy"] = round(broadcast_floor / copy_s, 3)
+        result["floor_shuffle_ratio_to_copy"] = round(shuffle_floor / copy_s, 3)
+        result["floor_ratio_to_copy"] = round(min(broadcast_floor, shuffle_floor) / copy_s, 3)
         if variants:
             shuffled, _ = spark_merge(
                 spark, clock, state_dir, changes_dir, str(root / "merge_shuffle"), strategy="shuffle"

@@ -5,7 +5,7 @@ row) and `_deleted` (deleted keys stay as tombstones, so that a replayed older e
 ODS table publishes the live rows (`published`). Everything that decides the result lives in this module:
 
 - Changes are ordered by binlog position (`binlog_seq`), never by timestamp or Kafka offset; ties (which one binlog
-  cannot produce) break on `event_uid` so that the result is deterministic.
+  cannot produce) break on a hash of `event_uid` so that the result is deterministic.
 - An event at or before the key's state position is ignored, so replays and re-runs change nothing.
 - A full image (insert, snapshot read, delete, the new key of a key-changing update, a truncate) sets every column
   of the row; a plain update is a *partial* image that sets only the columns it carries. The day folds per key
@@ -337,7 +337,8 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
         F.when(parts_known, F.col("binlog_pos") * POS_FACTOR + F.col("row_idx"))
         .otherwise((seq % F.lit(Decimal(FILE_FACTOR)).cast(SEQ_TYPE)).cast("bigint"))
         .alias("lo"),
-        F.col("event_uid").alias("uid"),
+        # Ties only break on it: a 64-bit hash of the event's identity keeps the shuffled rows small.
+        F.xxhash64("event_uid").alias("uid"),
         F.col("source_table").alias("src"),
         F.col("after_json"),
         F.col("before_json"),

@@ -30,6 +30,9 @@ DEFAULT_CONF: dict[str, str] = {
     # Tables discover their partitions from the folders (other processes add partitions all the time).
     "spark.sql.hive.manageFilesourcePartitions": "false",
     "spark.driver.memory": "2g",
+    # PySpark otherwise records the Python call site of every Column function (several JVM round trips each):
+    # the merge builds thousands of them per table, and Spark's own error messages still name the expression.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 
