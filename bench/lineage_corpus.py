@@ -2,7 +2,9 @@
 
 `statements(n, seed)` returns `n` (kind, dialect, sql) triples drawn from templates shaped like warehouse ETL:
 joins, CTE chains, unions, window functions, lateral views, inserts with static and dynamic partitions, MERGE,
-CTAS, views, subqueries, Hive multi-insert and UPDATE. Same arguments, same statements.
+CTAS, views, subqueries, Hive multi-insert and UPDATE, and whole scripts off the happy path: temporary views
+consumed in the same script, DDL, LIKE / CLONE, staging tables renamed or exchanged into place, INSERT ... VALUES
+with subqueries, CTEs shadowing real tables next to unused ones. Same arguments, same statements.
 """
 
 from __future__ import annotations
@@ -267,6 +269,59 @@ class _Gen:
             f"GROUP BY {', '.join(dims)}\nHAVING a0 > 0"
         )
 
+    # ---- scripts off the happy path ----------------------------------------------------------------------------
+    def temp_script(self) -> str:
+        src, aliases = self.joins(self.r.randint(1, 3))
+        return (
+            f"CREATE OR REPLACE TEMPORARY VIEW v_base AS\nSELECT {self.select_list(aliases, self.r.randint(4, 12))}"
+            f"\nFROM {src}\nWHERE {self.where('t0')};\n"
+            f"CACHE TABLE v_agg AS SELECT b.user_id, count(1) AS n FROM v_base b GROUP BY b.user_id;\n"
+            f"INSERT OVERWRITE TABLE {self.target()} PARTITION (dt = '2024-06-01')\n"
+            f"SELECT a.user_id, a.n, u.level FROM v_agg a LEFT JOIN {self.table('dwd')} u ON u.user_id = a.user_id;\n"
+            f"UNCACHE TABLE IF EXISTS v_agg"
+        )
+
+    def staging_swap(self) -> str:
+        target = self.target()
+        stg = f"tmp.{target.split('.')[1]}_stg"
+        src, aliases = self.joins(self.r.randint(1, 3))
+        build = (
+            f"DROP TABLE IF EXISTS {stg};\nCREATE TABLE {stg} AS\n"
+            f"SELECT {self.select_list(aliases, self.r.randint(3, 10))}, t0.dt\nFROM {src}\nWHERE {self.where('t0')};\n"
+        )
+        if self.r.random() < 0.5:
+            return build + f"DROP TABLE IF EXISTS {target};\nALTER TABLE {stg} RENAME TO {target}"
+        return (
+            build + f"ALTER TABLE {target} EXCHANGE PARTITION (dt='2024-06-01') WITH TABLE {stg};\n"
+            f"DROP TABLE {stg}"
+        )
+
+    def ddl(self) -> str:
+        target = self.target()
+        if self.r.random() < 0.3:
+            return f"CREATE TABLE IF NOT EXISTS {target}_bak LIKE {target}"
+        cols = ", ".join(f"{c} STRING" for c in self.cols(self.r.randint(3, 12)))
+        return f"CREATE TABLE IF NOT EXISTS {target} ({cols}) PARTITIONED BY (dt STRING) STORED AS ORC"
+
+    def values_subquery(self) -> str:
+        cols = self.cols(self.r.randint(2, 5))
+        values = ", ".join(
+            f"(SELECT {self.r.choice(AGGS).format(c=c)} FROM {self.table()} WHERE dt = '2024-06-01')"
+            if self.r.random() < 0.6
+            else "'x'"
+            for c in cols
+        )
+        return f"INSERT INTO {self.target()} ({', '.join(cols)}) VALUES ({values}), ({values})"
+
+    def cte_shadow(self) -> str:
+        name = self.r.choice(LAYERS["ods"])
+        return (
+            f"WITH {name} AS (SELECT * FROM {name} WHERE dt = '2024-06-01' AND status = 'paid'),\n"
+            f"     unused AS (SELECT user_id, sum(amount) AS s FROM {self.table('dwd')} GROUP BY user_id)\n"
+            f"INSERT OVERWRITE TABLE {self.target()}\n"
+            f"SELECT x.user_id, x.amount, x.city FROM {name} x WHERE x.user_id IN (SELECT user_id FROM {name})"
+        )
+
 
 KINDS = [
     ("join_insert", 4),
@@ -282,6 +337,11 @@ KINDS = [
     ("multi_insert", 1),
     ("update", 1),
     ("group_by", 3),
+    ("temp_script", 1),
+    ("staging_swap", 1),
+    ("ddl", 1),
+    ("values_subquery", 1),
+    ("cte_shadow", 1),
 ]
 
 
@@ -294,10 +354,10 @@ def statements(n: int = 300, seed: int = 20240601) -> list[tuple[str, str, str]]
         kind = KINDS[i][0] if i < len(KINDS) else gen.r.choice(weighted)
         sql = getattr(gen, kind)()
         # MERGE / UPDATE are Spark (Delta/Iceberg) statements; multi-insert is Hive's; the rest go either way.
-        if kind in ("merge", "update", "ctas", "view"):
+        if kind in ("merge", "update", "ctas", "view", "temp_script"):
             dialect = "spark"
-        elif kind == "multi_insert":
-            dialect = "hive"
+        elif kind in ("multi_insert", "ddl", "staging_swap"):
+            dialect = "hive"  # STORED AS and EXCHANGE PARTITION are Hive's
         else:
             dialect = gen.r.choice(["spark", "hive"])
         out.append((kind, dialect, sql))

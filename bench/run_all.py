@@ -31,6 +31,8 @@ BENCHMARKS = {
     "ordered_backfill": "bench_ordered_backfill.py",
     "dqc": "bench_dqc.py",
     "merge": "bench_merge.py",
+    "cli": "bench_cli.py",
+    "explorer": "bench_explorer.py",
 }
 
 
@@ -117,13 +119,22 @@ def headline(name: str, r: dict) -> tuple[str, str, str, str]:
     if name == "lineage":
         p, q, g = r["parse_script"], r.get("sqllineage", {}), r["graph"]
         speed = q.get("speedup_vs_ours_median")
+        cpu, wall = p.get("cpu", {}), p.get("wall", {})
         met = p["median_ms"] <= 0.5 and (speed is None or speed >= 10) and g["uncached_p99_ms"] < 1
+        # Parse p99 judged on per-call CPU time: on a shared box wall time also holds waits for a core.
+        met = met and cpu.get("p99_ms", 0) < 5
         return (
             f"lineage parse ({p['statements']} statements) and upstream traversal ({g['tables']} tables)",
             f"parse median {_fmt(p['median_ms'], 3)} ms, p95 {_fmt(p['p95_ms'], 3)} ms"
+            + (
+                f", p99 {_fmt(wall['p99_ms'], 3)} ms wall / {_fmt(cpu['p99_ms'], 3)} ms CPU"
+                f" (max {_fmt(cpu['max_ms'], 3)} ms CPU)"
+                if cpu
+                else ""
+            )
             + (f", {speed}x sqllineage" if speed else "")
             + f"; traversal p99 {_fmt(g['uncached_p99_ms'], 3)} ms",
-            "median <= 0.5 ms, >= 10x; p99 < 1 ms",
+            "parse median <= 0.5 ms, p99 < 5 ms, >= 10x; traversal p99 < 1 ms",
             "yes" if met else "no",
         )
     if name == "pending_queue":
@@ -181,6 +192,34 @@ def headline(name: str, r: dict) -> tuple[str, str, str, str]:
             ),
             "<= 1.3x",
             "yes" if r["ratio_merge_to_copy"] <= 1.3 else "no",
+        )
+    if name == "cli":
+        p, slow = r["commands"]["lineage parse (one statement on stdin)"], r["slowest"]
+        return (
+            f"CLI start-up, fresh process: `lineage parse` of one statement on stdin; {len(r['commands'])} "
+            f"commands (every group's --help and a small real call)",
+            f"parse median {_fmt(p['median_s'])} s wall, {_fmt(p['cpu_median_s'])} s CPU (min "
+            f"{_fmt(p['min_s'])} s; bare python "
+            f"{_fmt(r['floor']['python']['median_s'])} s, python importing sqlglot "
+            f"{_fmt(r['floor']['python_import_sqlglot']['median_s'])} s); --help at most "
+            f"{_fmt(r['help_median_s_max'])} s; slowest {slow['command']} {_fmt(slow['median_s'])} s",
+            "parse < 1 s",
+            "yes" if p["median_s"] < r["target_s"] else "no",
+        )
+    if name == "explorer":
+        c, w = r["cold"], r["warm"]
+        others = "; ".join(
+            f"{n} client(s): first p99 {_fmt(lv['cold']['p99_ms'])}, repeated p99 {_fmt(lv['warm']['p99_ms'])} ms"
+            for n, lv in r.get("levels", {}).items()
+            if int(n) != r["threads"]
+        )
+        return (
+            f"lineage explorer API, {r['graph']['tables']:,} tables, {r['threads']} concurrent clients on loopback",
+            f"first request of a page: p50 {_fmt(c['p50_ms'])} / p99 {_fmt(c['p99_ms'])} ms; repeated: p50 "
+            f"{_fmt(w['p50_ms'])} / p99 {_fmt(w['p99_ms'])} ms ({w['throughput_rps']} req/s)"
+            + (f"; {others}" if others else ""),
+            f"p99 < {r['target_p99_ms']:g} ms",
+            "yes" if r["meets_target_cold"] and r["meets_target_warm"] else "no",
         )
     return (name, json.dumps(r)[:200], "", "")
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Set up everything on a fresh machine: system packages, a virtualenv in .venv, the project installed editable.
-#   scripts/bootstrap.sh          what the demo needs (Java, Python packages)
+# Set up everything on a fresh machine: system packages, a virtualenv in .venv, the project installed editable,
+# and the JVM packages (jvm/pom.xml) copied with Maven into jvm/lib/.
+#   scripts/bootstrap.sh          what the demo needs (Java, Maven, the JVM packages, Python packages)
 #   scripts/bootstrap.sh test     also what the tests need (Chromium, MariaDB + its JDBC driver, PostgreSQL)
 #   scripts/bootstrap.sh bench    also the benchmark-only packages (sqllineage, duckdb)
 set -euo pipefail
@@ -11,8 +12,9 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 pkgs=()
 command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)
-if [ "$mode" = test ]; then
-  [ -x /usr/bin/chromium ] || pkgs+=(chromium)
+command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
+if [ "$mode" = test ] || [ "$mode" = bench ]; then
+  command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || pkgs+=(chromium)
   command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || pkgs+=(mariadb-server)
   [ -f /usr/share/java/mariadb-java-client.jar ] || pkgs+=(libmariadb-java)
   if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
@@ -23,6 +25,16 @@ if [ ${#pkgs[@]} -gt 0 ]; then
   echo "installing system packages: ${pkgs[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+fi
+
+# JVM packages: Maven resolves them through the machine's own set-up and caches them in its local repository;
+# jvm/lib/.stamp holds the poms' checksum, so an unchanged set-up does not even start Maven.
+stamp=$(cat jvm/pom.xml jvm/*/pom.xml | sha256sum | cut -d' ' -f1)
+if [ "$(cat jvm/lib/.stamp 2>/dev/null)" != "$stamp" ]; then
+  echo "fetching the JVM packages (jvm/pom.xml) with Maven"
+  rm -rf jvm/lib
+  mvn -q -B -f jvm/pom.xml dependency:copy-dependencies
+  echo "$stamp" > jvm/lib/.stamp
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv

@@ -22,12 +22,41 @@ class DatabaseUnavailable(RuntimeError):
     """The job-log database cannot be reached; the message shows the URL without its password."""
 
 
+class BadDatabaseUrl(ValueError):
+    """The job-log database URL cannot be read as written; the message shows it without its secrets."""
+
+
+def check_url(url: str, what: str = "SHARP_LOG_DB_URL") -> None:
+    """Refuse a URL SQLAlchemy would misread in a way that exposes its password.
+
+    SQLAlchemy ends the password at the first `@`: `user:p@ss@db` connects to host `ss@db`, and the driver's
+    "unknown host" error then prints part of the password. Such a URL is refused before any connection.
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    # ValueError: e.g. a port that is not a number, from a raw ':' or '/' in the password.
+    except (ArgumentError, ValueError):
+        raise BadDatabaseUrl(
+            f"{what} is not a database URL SQLAlchemy can read (percent-encode special characters of the "
+            f"user name and password): {redact_url(url)}"
+        ) from None
+    if parsed.host and "@" in parsed.host:
+        raise BadDatabaseUrl(
+            f"{what}: the user name or password holds a raw '@'; percent-encode it as %40 "
+            f"(URL: {redact_url(url)})"
+        )
+
+
 def make_engine(url: str | None = None) -> Engine:
     """One pooled engine per URL per process. SQLite gets WAL and a busy timeout so processes can share it."""
     url = url or Settings.from_env().log_db_url
     engine = _ENGINES.get(url)
     if engine is not None:
         return engine
+    check_url(url)
     if url.startswith("sqlite"):
         if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
             from pathlib import Path

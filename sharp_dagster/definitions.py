@@ -16,7 +16,7 @@ from sharp_dagster.assets.cdc_assets import (
     ods_log_asset,
     source_specs,
 )
-from sharp_dagster.assets.lineage_meta import column_lineage, governance_check
+from sharp_dagster.assets.lineage_meta import governance_check, lineage_metadata, with_explorer_links
 from sharp_dagster.assets.quality import load_project_rules
 from sharp_dagster.assets.sql_assets import build_sql_asset, external_asset_specs, log_driven_spec
 from sharp_dagster.cdc.project import START, landing_assets, ods_tables
@@ -56,7 +56,7 @@ sql_assets = [
         GRAINS,
         STARTS,
         metadata={
-            "dagster/column_lineage": column_lineage(DEPS[t.qualified].lineage, t.qualified),
+            **lineage_metadata(DEPS[t.qualified].lineage, t.qualified),
             "governance": "; ".join(v.message for v in VIOLATIONS.get(t.qualified, [])) or "ok",
         },
         rules=RULES.get(t.asset_key_str),
@@ -100,7 +100,7 @@ UPSTREAMS = {t.asset_key_str: [u.replace(".", "/") for u in DEPS[t.qualified].as
 
 spark = SparkResource()
 defs = Definitions(
-    assets=[*cdc_source_assets, *source_assets, *landing, *ods_assets, *sql_assets],
+    assets=[*with_explorer_links([*cdc_source_assets, *source_assets, *landing, *ods_assets]), *sql_assets],
     asset_checks=governance_checks,
     jobs=[warehouse_job, landing_job],
     sensors=[

@@ -31,7 +31,7 @@ from typing import Any
 from dagster import Failure
 from pyspark.sql import DataFrame
 
-from sharp_dagster.db import DatabaseUnavailable
+from sharp_dagster.db import BadDatabaseUrl, DatabaseUnavailable
 from sharp_dagster.joblog import (
     FAILURE,
     SUCCESS,
@@ -43,7 +43,9 @@ from sharp_dagster.joblog import (
     check_ordered,
     check_upstream_done,
 )
-from sharp_dagster.joblog.store import Heartbeat
+from sharp_dagster.joblog.redact import scrub_text
+from sharp_dagster.joblog.store import Heartbeat, heartbeat_interval_s
+from sharp_dagster.lineage import openlineage
 from sharp_dagster.settings import Settings
 from sharp_dagster.spark.tables import StagedPartition, TableRef, TableStore
 
@@ -51,7 +53,6 @@ log = logging.getLogger("sharp_dagster.logdriven")
 
 PROJECT_NAME = "sharp_dagster"
 REFRESH_TAG = "sharp/refresh"
-HEARTBEAT_INTERVAL_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,8 @@ def job_log(url: str | None = None) -> JobLog:
 def job_log_or_fail() -> JobLog:
     try:
         return job_log()
-    except DatabaseUnavailable as exc:
-        raise Failure(description=f"job log unavailable, nothing was written: {exc}") from exc
+    except (DatabaseUnavailable, BadDatabaseUrl) as exc:
+        raise Failure(description=scrub_text(f"job log unavailable, nothing was written: {exc}")) from None
 
 
 _ACTIVE: dict[tuple[str, str, str], PartitionRun] = {}
@@ -104,7 +105,11 @@ class PartitionRun:
         self.context = context
         self.source_count: int | None = None
         self.finished = False
-        self._beat = Heartbeat(jl, handle, HEARTBEAT_INTERVAL_S).start()
+        self.lineage_run_id = openlineage.new_run_id()  # the OpenLineage run id of this attempt
+        self.period: tuple[datetime, datetime] | None = None
+        self.output_fields: list[tuple[str, str]] | None = None
+        # The interval follows the claim timeout (min(10 s, timeout / 4)): a short timeout never loses a live run.
+        self._beat = Heartbeat(jl, handle, heartbeat_interval_s()).start()
         _ACTIVE[(run_id, asset.job_name, handle.partition_key or "")] = self
 
     # ------------------------------------------------------------------ lifecycle
@@ -116,7 +121,9 @@ class PartitionRun:
         try:
             check_ordered(jl, asset.job_name, asset.spec, partition_key)
         except OutOfOrder as exc:
-            raise Failure(description=f"{asset.job_name} [{partition_key}] not run: {exc}") from exc
+            raise Failure(
+                description=scrub_text(f"{asset.job_name} [{partition_key}] not run: {exc}")
+            ) from exc
         period = asset.spec.period_for_key(partition_key)
         try:
             handle = jl.claim(
@@ -129,8 +136,9 @@ class PartitionRun:
                 application_id=application_id,
             )
         except ClaimRefused as exc:
-            raise Failure(description=f"duplicate run refused: {exc}") from exc
+            raise Failure(description=scrub_text(f"duplicate run refused: {exc}")) from exc
         run = cls(jl, asset, handle, context.run_id, context)
+        run._lineage_event("START", period=(period.start, period.end))
         try:
             run._check_upstreams(period.start, period.end)
         except BaseException as exc:
@@ -151,7 +159,9 @@ class PartitionRun:
             rec.source_count = len(self.asset.upstream)
             if missing:
                 raise Failure(
-                    description=f"{self.asset.job_name}: upstream periods not done: " + "; ".join(missing)
+                    description=scrub_text(
+                        f"{self.asset.job_name}: upstream periods not done: " + "; ".join(missing)
+                    )
                 )
 
     @contextmanager
@@ -165,6 +175,7 @@ class PartitionRun:
         """The `write` step: the partition's rows written where no reader sees them yet."""
         with self.step("write", source_type="spark", target_type="parquet") as rec:
             staged = store.stage(ref, values, df)
+            self.output_fields = openlineage.schema_fields(df)  # the written schema, for the COMPLETE event
             rec.target_count = staged.row_count
             rec.success_count = staged.row_count
             rec.source_count = self.source_count
@@ -210,6 +221,21 @@ class PartitionRun:
         self._beat.stop()
         _ACTIVE.pop((self.run_id, self.asset.job_name, self.handle.partition_key or ""), None)
         self.job_log.finish(self.handle, status, error=error)
+        self._lineage_event("COMPLETE" if status == SUCCESS else "FAIL", error=error)
+
+    def _lineage_event(self, event_type: str, period: tuple | None = None, error: str | None = None) -> None:
+        """OpenLineage START / COMPLETE / FAIL of this claimed attempt (never raises; `lineage/openlineage.py`)."""
+        self.period = period or self.period
+        start, end = self.period or (None, None)
+        openlineage.emit_run_event(
+            event_type,
+            job_name=self.asset.job_name,
+            run_id=self.lineage_run_id,
+            nominal_start=start,
+            nominal_end=end,
+            output_fields=self.output_fields,
+            error=scrub_text(error) if error else None,
+        )
 
 
 def alert_run_failure(run: PartitionRun, message: str) -> None:

@@ -76,14 +76,14 @@ def parse_spark_conf(text: str) -> dict[str, str]:
 
 
 def redact_url(url: str) -> str:
-    """Hide the password of a database URL for messages and logs.
+    """Hide the secrets of a database URL for messages and logs (password, `?password=`-like parameters).
+
+    The one implementation is `sharp_dagster.joblog.redact.redact_url` (SQLAlchemy's URL parsing); imported here
+    lazily so that reading settings does not import SQLAlchemy.
 
     >>> redact_url("postgresql://etl:s3cret@db:5432/log")
     'postgresql://etl:***@db:5432/log'
     """
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url
-    creds, at, host = rest.rpartition("@")
-    user, colon, _ = creds.partition(":")
-    return f"{scheme}://{user}{':***' if colon else ''}@{host}"
+    from sharp_dagster.joblog.redact import redact_url as _redact_url
+
+    return _redact_url(url)

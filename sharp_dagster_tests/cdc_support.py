@@ -19,7 +19,7 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 @contextmanager
 def local_broker():
-    """A Tansu broker for the block, exported as SHARP_KAFKA_BOOTSTRAP (stopped by its pid at the end)."""
+    """A Kafka broker for the block, exported as SHARP_KAFKA_BOOTSTRAP (stopped by its pid at the end)."""
     from sharp_dagster.servers.broker import LocalBroker
 
     previous = os.environ.get(KAFKA_ENV)
@@ -28,7 +28,7 @@ def local_broker():
     try:
         yield broker
     finally:
-        broker.stop()
+        broker.cleanup()
         if previous is None:
             os.environ.pop(KAFKA_ENV, None)
         else:

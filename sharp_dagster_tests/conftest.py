@@ -1,4 +1,7 @@
-"""Shared fixtures: every test run works in its own temporary data folder, never in the repo's `data/`."""
+"""Shared fixtures: every test run works in its own temporary data folder, never in the repo's `data/`.
+
+Under CI (the `CI` variable set) a skipped test fails the run: see ci_skips.py.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
+# Under CI a skip fails the run (see ci_skips.py); the hooks count as this conftest's own.
+from sharp_dagster_tests.ci_skips import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401
 
 _RUN_DIR = Path(tempfile.mkdtemp(prefix="sharp_dagster_tests_"))
 os.environ["SHARP_DATA_DIR"] = str(_RUN_DIR / "data")

@@ -19,6 +19,7 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetK
 
 from sharp_dagster.dqc.evaluate import RuleResult, quality_score
 from sharp_dagster.dqc.rules import Rule, RuleContext, load_rules
+from sharp_dagster.joblog.redact import scrub_text
 from sharp_dagster.spark.tables import StagedPartition, TableRef, TableStore
 from sharp_dagster.warehouse.catalog import WarehouseCatalog, WarehouseDefinitionError
 from sharp_dagster.warehouse.dependencies import TableDeps
@@ -75,10 +76,10 @@ def _register_other_tables(store: TableStore, rules: list[Rule], grains: Mapping
     from sharp_dagster.partitions import PARTITION_COLUMNS
 
     for rule in rules:
-        other = rule.params.get("other")
-        if isinstance(other, str) and other in grains:
-            db, name = other.split(".")
-            store.register(TableRef(db, name, PARTITION_COLUMNS[grains[other]]), refresh=True)
+        for other in (rule.params.get("other"), *rule.reads):  # `reads:` of custom_sql rules too
+            if isinstance(other, str) and other in grains:
+                db, name = other.split(".")
+                store.register(TableRef(db, name, PARTITION_COLUMNS[grains[other]]), refresh=True)
 
 
 def evaluate(
@@ -143,7 +144,7 @@ def check_result(asset_key: AssetKey, r: RuleResult) -> AssetCheckResult:
         severity=AssetCheckSeverity.ERROR
         if r.severity == "strong" and not r.downgraded
         else AssetCheckSeverity.WARN,
-        description=r.message,
+        description=scrub_text(r.message),
         metadata={k: v for k, v in metadata.items() if v is not None},
     )
 

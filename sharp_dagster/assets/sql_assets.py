@@ -25,9 +25,10 @@ from dagster import (
     asset,
 )
 
-from sharp_dagster.assets import quality
+from sharp_dagster.assets import lineage_runtime, quality
 from sharp_dagster.dqc.runner import BlockingFailure, blocking_failures
 from sharp_dagster.joblog import SUCCESS, PeriodSpec
+from sharp_dagster.joblog.redact import scrub_text
 from sharp_dagster.logdriven import REFRESH_TAG, LogDrivenAsset, PartitionRun, job_log_or_fail
 from sharp_dagster.partitions import partition_values, partitions_for
 from sharp_dagster.resources.io_manager import table_ref_for
@@ -92,7 +93,10 @@ def build_sql_asset(
         description=sql_description(table),
         partitions_def=partitions_def,
         backfill_policy=BackfillPolicy.single_run(),
-        check_specs=quality.check_specs(table.asset_key_path, rules, partitions_def),
+        check_specs=[
+            *quality.check_specs(table.asset_key_path, rules, partitions_def),
+            *lineage_runtime.check_specs(table.asset_key_path, partitions_def),
+        ],
         ins=ins,
         deps=[asset_key_of(s) for s in external_sources],
         io_manager_key="warehouse_io_manager",
@@ -108,6 +112,7 @@ def build_sql_asset(
         # `inputs` (loaded by the IO manager) proved every upstream partition exists; the SQL reads the tables.
         spark_resource = context.resources.spark
         store = spark_resource.store()
+        runtime_check = lineage_runtime.RuntimeLineageCheck(table)
 
         def compute(key: str, run: PartitionRun):
             with run.step("read", source_type="parquet") as rec:
@@ -125,11 +130,14 @@ def build_sql_asset(
                 rec.source_count = run.source_count = sum(df.count() for df in frames) + _prepare(
                     context, table, spark_resource, key
                 )
-            return _transform(context, run, table, key, spark_resource)
+            df = _transform(context, run, table, key, spark_resource)
+            runtime_check.observe(context, key, df)  # parsed lineage vs Spark's analyzed plan
+            return df
 
         yield from run_partitions(
             context, table.asset_key_path, table.grain, log_asset, compute, rules, grains
         )
+        yield from runtime_check.results(context.asset_key)
 
     return _sql_asset
 
@@ -232,7 +240,9 @@ def _strong_gate(context, run: PartitionRun, store, staged, results, report_pass
         quality.alert(failed, run.job_log.engine)
         run.fail(error)
         raise Failure(
-            description=f"{run.asset.job_name} [{run.handle.partition_key}] not published: {error}",
+            description=scrub_text(
+                f"{run.asset.job_name} [{run.handle.partition_key}] not published: {error}"
+            ),
             metadata={"failed_rules": [r.rule_id for r in failed]},
         )
 
@@ -271,9 +281,9 @@ def _transform(context, run: PartitionRun, table: SqlTable, key: str, spark_reso
         try:
             return spark_resource.session().sql(sql)
         except Exception as exc:  # AnalysisException and friends: name the table and file
-            raise Failure(
-                description=f"{table.qualified}: the SQL of {table.path} failed for {key}: {exc}"
-            ) from exc
+            raise Failure(  # the error text may quote a JDBC URL: scrubbed, and not chained (its text is raw)
+                description=scrub_text(f"{table.qualified}: the SQL of {table.path} failed for {key}: {exc}")
+            ) from None
 
 
 def log_driven_spec(table: SqlTable, grains: dict[str, str], starts: dict[str, str]) -> LogDrivenAsset:

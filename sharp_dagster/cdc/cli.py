@@ -23,7 +23,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sharp_dagster.cdc.config import PASSWORD_ENV, ConfigError, MysqlSettings, load_source_config
+# The engines (the config's YAML, the collector's MySQL/Kafka clients, Spark for `land`) are imported inside the
+# commands, so that registering this group costs nothing to every other `sharp-dagster` call.
+
+# The same name as `sharp_dagster.cdc.config.PASSWORD_ENV`, written here so that `--help` needs no import of the
+# config module (sharp_dagster_tests/test_cli_startup.py checks that the two agree).
+PASSWORD_ENV = "SHARP_CDC_MYSQL_PASSWORD"
 
 
 def _cli_error(message: str) -> Exception:
@@ -71,6 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _load_config(path: str):
+    from sharp_dagster.cdc.config import ConfigError, load_source_config
+
     try:
         return load_source_config(path)
     except ConfigError as exc:
@@ -79,6 +86,7 @@ def _load_config(path: str):
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from sharp_dagster.cdc.collector import Collector, CollectorError
+    from sharp_dagster.cdc.config import ConfigError, MysqlSettings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     source = _load_config(args.config)

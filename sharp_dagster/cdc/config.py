@@ -15,8 +15,14 @@ One YAML file describes one source (a MySQL/MariaDB server the collector reads t
             shard_regex: 'user_info_(\\d+)'   # physical names, matched whole; default: the name itself
             primary_key: [id]
             business_key: [user_code]        # optional: the merge key when it is not the primary key
+            unique_across_shards: true       # the business key is unique across the shards (see below)
           - name: orders
             primary_key: [order_id]
+
+The merge key of a sharded table must tell its shards apart, or rows of different shards with the same id would
+be merged into one: the primary key gets `source_table` (the physical table) added; a business key must hold
+`source_table`, or be declared `unique_across_shards: true` (rows that share it are one row, whichever shard
+holds it). A sharded table with any other business key is refused at load, naming the table.
 
 `load_source_config(path)` raises `ConfigError` naming the file and the field. `MysqlSettings` holds where the
 source server is; its password never appears in a repr or a log line.
@@ -33,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from sharp_dagster.cdc.shards import ShardRule, ShardRules
+from sharp_dagster.cdc.shards import PHYSICAL_TABLE_COLUMN, ShardRule, ShardRules
 
 PASSWORD_ENV = "SHARP_CDC_MYSQL_PASSWORD"
 DEFAULT_TOPIC_TEMPLATE = "binlog.{database}"
@@ -56,14 +62,24 @@ class TableConfig:
     primary_key: tuple[str, ...]
     shard_regex: str | None = None
     business_key: tuple[str, ...] | None = None
+    unique_across_shards: bool = False
 
     @property
     def rule(self) -> ShardRule:
         return ShardRule(self.name, self.shard_regex)
 
     @property
+    def sharded(self) -> bool:
+        return self.shard_regex is not None
+
+    @property
     def merge_key(self) -> tuple[str, ...]:
-        return self.business_key or self.primary_key
+        """The key the daily merge folds on; for a sharded table it tells the shards apart (see the module doc)."""
+        if self.business_key:
+            return self.business_key
+        if self.sharded and PHYSICAL_TABLE_COLUMN not in {c.lower() for c in self.primary_key}:
+            return (*self.primary_key, PHYSICAL_TABLE_COLUMN)
+        return self.primary_key
 
 
 @dataclass(frozen=True)
@@ -208,7 +224,9 @@ def source_config_from_dict(
         for j, raw_t in enumerate(raw_tables):
             tw = f"{where}.tables[{j}]"
             t_map = r.mapping(raw_t, tw)
-            r.no_unknown(t_map, tw, {"name", "shard_regex", "primary_key", "business_key"})
+            r.no_unknown(
+                t_map, tw, {"name", "shard_regex", "primary_key", "business_key", "unique_across_shards"}
+            )
             tname = r.string(t_map, "name", tw, pattern=_IDENT, hint="a plain identifier")
             if tname in seen_t:
                 r.fail(f"{tw}.name", f"table {tname!r} is listed twice in database {name}")
@@ -221,12 +239,36 @@ def source_config_from_dict(
                     r.fail(f"{tw}.shard_regex", f"bad regular expression {regex!r}: {exc}")
             pk = r.columns(t_map, "primary_key", tw, required=True)
             bk = r.columns(t_map, "business_key", tw, required=False)
-            tables.append(TableConfig(tname, pk, regex, bk))
+            unique = r.boolean(t_map, "unique_across_shards", tw, default=False)
+            _check_shard_key(r, tw, f"{name}.{tname}", regex, bk, unique)
+            tables.append(TableConfig(tname, pk, regex, bk, unique))
         databases.append(DatabaseConfig(name, topic, tuple(tables)))
     topics = [db.topic for db in databases]
     if len(set(topics)) != len(topics):
         r.fail("databases", "two databases share one topic; each source database has its own topic")
     return SourceConfig(source_id, tuple(databases), flavor, replica_server_id, lateness, partitions, path)
+
+
+def _check_shard_key(
+    r: _Reader, where: str, table: str, regex: str | None, business_key: tuple[str, ...] | None, unique: bool
+) -> None:
+    """A sharded table's merge key must tell its shards apart: never a silent collapse of their equal ids."""
+    if unique and (regex is None or not business_key):
+        r.fail(
+            f"{where}.unique_across_shards",
+            f"only for a sharded table (shard_regex) with a business_key; table {table} has "
+            + ("no shard_regex" if regex is None else "no business_key"),
+        )
+    if regex is None or not business_key or unique:
+        return
+    if PHYSICAL_TABLE_COLUMN not in {c.lower() for c in business_key}:
+        r.fail(
+            f"{where}.business_key",
+            f"table {table} is sharded (shard_regex {regex!r}) but its merge key {list(business_key)} cannot tell "
+            "its shards apart: rows of different shards with the same key would be merged into one. Add "
+            f"{PHYSICAL_TABLE_COLUMN} to the business_key, or set unique_across_shards: true if the key is unique "
+            "across all shards",
+        )
 
 
 class _Reader:
@@ -282,6 +324,15 @@ class _Reader:
         value = mapping[key]
         if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
             self.fail(field_path, f"expected an integer from {minimum} to {maximum}, got {value!r}")
+        return value
+
+    def boolean(self, mapping, key, where="", default: bool = False) -> bool:
+        field_path = self._join(where, key)
+        value = mapping.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.fail(field_path, f"expected true or false, got {value!r}")
         return value
 
     def columns(self, mapping, key, where, required: bool) -> tuple[str, ...] | None:

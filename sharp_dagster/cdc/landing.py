@@ -1,17 +1,27 @@
 """Hourly landing of a binlog topic into the raw binlog table, and the done markers (seed 002's Kafka2Hive + Checkdone).
 
 `land()` reads one topic exactly from given per-partition start offsets up to end offsets captured when the run
-starts (a consumer with `assign()` and explicit offsets; nothing is committed to a consumer group: the caller's
-job log keeps the offsets), parses every record (`messages.parse_message`) and writes:
+starts, with Spark's Kafka batch source (`spark-sql-kafka-0-10`: `startingOffsets`/`endingOffsets` given as JSON,
+`failOnDataLoss`; nothing is committed to a consumer group: the caller's job log keeps the offsets). So a re-run
+with the same offsets reads exactly the same records, however many arrived since. The executors parse every record
+(`messages.parse_message`, the one parser, run as a Python UDF on the executors: the driver never holds the
+messages), and Spark computes what the driver needs as small aggregates (counts, quarantine reasons, per-partition
+event-time maxima, touched hours). The landing writes:
 
 - row changes, DDL and TRUNCATE to `original_binlog.<db>`, partitioned by (table_name, dt, hour) of the event time
-  (UTC). Each touched partition is rewritten as its old rows plus the new rows whose `event_uid` it does not hold
-  yet, so re-landing the same offsets (or a collector replay) changes nothing; a partition with nothing new is
-  not rewritten at all;
+  (UTC). Within the batch a change read twice (same `event_uid`) is kept once, the copy at the lowest
+  (partition, offset). Each touched partition is rewritten as its old rows plus the new rows whose `event_uid` it
+  does not hold yet, so re-landing the same offsets (or a collector replay) changes nothing; a partition with
+  nothing new is not rewritten at all;
 - records that are not valid change messages to `original_binlog.<db>_quarantine` (partitioned by dt of the Kafka
   record timestamp), with the reason, topic, partition, offset and raw value, de-duplicated by
   (topic, partition, offset). Nothing is dropped silently.
 Heartbeats are counted and feed the watermark; they are not landed.
+
+A broker that goes away fails the landing fast: while Spark reads, the driver polls a librdkafka consumer
+connected to the same cluster, whose error callback reports a lost cluster within seconds (Spark's own Kafka
+clients would retry for minutes); the Spark jobs are then cancelled and a `LandingError` names the brokers. Any
+other failure of Spark's read is re-raised as a `LandingError` too. Nothing is written before the read is whole.
 
 Done markers live here too: `<warehouse>/original_binlog.db/_done/<db>/dt=YYYY-MM-DD/hour=HH`, one small JSON
 file per hour, written when the hour and the lateness window after it are covered by the low watermark.
@@ -27,10 +37,12 @@ flush and when caught up, with the event time up to which everything was sent. H
 to its end offset at time T alone would NOT prove that nothing older is still to come (the collector may be down
 or behind), so T itself is never used as a watermark.
 
-Tansu 0.6 (the local broker) reports a high watermark that is the base offset of the last record batch plus one,
-not the last offset plus one. `capture_end_offsets` therefore does not trust ListOffsets: it reads each
-partition from (reported high - 1) until the consumer reports end of partition, which is exact on both Tansu and
-Kafka.
+End offsets are the brokers' high watermarks (ListOffsets), captured once when the run starts.
+
+The consumer config is librdkafka's (`bootstrap.servers`, `security.protocol`, ...) for the driver's consumer;
+Spark's Java Kafka clients get `bootstrap.servers`, `security.protocol` and `sasl.mechanism(s)` from it, plus every
+`kafka.`-prefixed key as is (e.g. `kafka.sasl.jaas.config`, `kafka.ssl.truststore.location`): Java client
+settings that librdkafka does not know, passed to Spark only.
 """
 
 from __future__ import annotations
@@ -39,18 +51,21 @@ import datetime as dt
 import json
 import os
 import tempfile
+import threading
 import time
-from collections import Counter, defaultdict
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-from pyspark.sql import SparkSession
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from pyspark import InheritableThread, StorageLevel
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
 
 from sharp_dagster.cdc import binlog_schema as bs
-from sharp_dagster.cdc.messages import Heartbeat, Quarantined, parse_message
+from sharp_dagster.cdc import messages
 from sharp_dagster.cdc.shards import ShardRules
 from sharp_dagster.spark.tables import TableRef, TableStore
 
@@ -66,6 +81,19 @@ QUARANTINE_COLUMNS: list[tuple[str, str]] = [
     ("raw_value", "binary"),
     ("quarantined_at_ms", "bigint"),
 ]
+# What the executors' parser returns for every record: a landed row, a heartbeat or a quarantined record, told
+# apart by `kind`. Rows fill the raw binlog columns; heartbeats the event time and Kafka position; quarantined
+# records the reason, Kafka position and timestamp, raw value, and in `dt` the day of their quarantine partition.
+PARSED_COLUMNS: list[tuple[str, str]] = [
+    ("kind", "string"),
+    ("reason", "string"),
+    ("reason_kind", "string"),
+    ("kafka_timestamp_ms", "bigint"),
+    ("raw_value", "binary"),
+    *bs.RAW_BINLOG_COLUMNS,
+    *((name, "string") for name in bs.RAW_BINLOG_PARTITION_COLUMNS),
+]
+ROW, HEARTBEAT, QUARANTINE = "row", "heartbeat", "quarantine"
 CONSUMER_DEFAULTS = {
     "group.id": "sharp-dagster-landing",  # required by librdkafka; never joined (assign) nor committed
     "enable.auto.commit": False,
@@ -74,6 +102,15 @@ CONSUMER_DEFAULTS = {
     "auto.offset.reset": "error",
     "fetch.wait.max.ms": 100,
 }
+# librdkafka settings that Spark's Java Kafka clients know under a name of their own.
+JAVA_CLIENT_KEYS = {
+    "bootstrap.servers": "bootstrap.servers",
+    "security.protocol": "security.protocol",
+    "sasl.mechanism": "sasl.mechanism",
+    "sasl.mechanisms": "sasl.mechanism",
+}
+# Records per Spark task above which a topic with fewer partitions than cores is split into more tasks.
+SPLIT_ABOVE_RECORDS = 20_000
 
 
 class LandingError(RuntimeError):
@@ -119,8 +156,46 @@ class LandingResult:
 
 
 # ---------------------------------------------------------------------------------------------------- kafka
-def _consumer(consumer_config: Mapping[str, Any]) -> Consumer:
-    return Consumer({**CONSUMER_DEFAULTS, **consumer_config})
+class _BrokerErrors:
+    """librdkafka reports a lost cluster through the error callback, never as a message: keep it to fail fast.
+
+    Without this a read whose brokers all went away would wait for its whole timeout; with it the landing fails
+    within seconds, records no offsets, and the next run reads the same range again.
+    """
+
+    FATAL = {KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION}
+
+    def __init__(self, servers: str = "") -> None:
+        self.servers = servers
+        self.errors: list[KafkaError] = []
+
+    def __call__(self, error: KafkaError) -> None:
+        if error.code() in self.FATAL or error.fatal():
+            self.errors.append(error)
+
+    def raise_if_any(self, topic: str) -> None:
+        if self.errors:
+            raise LandingError(
+                f"{topic}: the Kafka cluster at {self.servers or '?'} became unreachable: {self.errors[-1].str()}"
+            )
+
+
+def _consumer(consumer_config: Mapping[str, Any], errors: _BrokerErrors | None = None) -> Consumer:
+    extra = {"error_cb": errors} if errors is not None else {}
+    # `kafka.`-prefixed keys are Java client settings for Spark's source; librdkafka would reject them.
+    own = {k: v for k, v in consumer_config.items() if not k.startswith("kafka.")}
+    return Consumer({**CONSUMER_DEFAULTS, **own, **extra})
+
+
+def spark_kafka_options(consumer_config: Mapping[str, Any]) -> dict[str, str]:
+    """The options of Spark's Kafka source for the cluster `consumer_config` (librdkafka's) reaches."""
+    if not consumer_config.get("bootstrap.servers"):
+        raise ValueError("the Kafka consumer config has no bootstrap.servers")
+    options = {
+        f"kafka.{JAVA_CLIENT_KEYS[k]}": str(v) for k, v in consumer_config.items() if k in JAVA_CLIENT_KEYS
+    }
+    options.update({k: str(v) for k, v in consumer_config.items() if k.startswith("kafka.")})
+    return options
 
 
 def topic_partitions(consumer: Consumer, topic: str, timeout: float = 15.0) -> list[int]:
@@ -134,40 +209,13 @@ def topic_partitions(consumer: Consumer, topic: str, timeout: float = 15.0) -> l
 def capture_end_offsets(
     consumer_config: Mapping[str, Any], topic: str, timeout: float = 30.0
 ) -> dict[int, int]:
-    """The offset after the last record of every partition now (see the module docstring for why it probes)."""
+    """The offset after the last record of every partition now (Kafka's ListOffsets high watermark)."""
     consumer = _consumer(consumer_config)
     try:
-        partitions = topic_partitions(consumer, topic, timeout)
-        ends: dict[int, int] = {}
-        probe: list[TopicPartition] = []
-        for p in partitions:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, p), timeout=timeout, cached=False
-            )
-            if high <= low:
-                ends[p] = high
-            else:
-                probe.append(TopicPartition(topic, p, high - 1))
-                ends[p] = high
-        if probe:
-            consumer.assign(probe)
-            waiting = {tp.partition for tp in probe}
-            deadline = time.monotonic() + timeout
-            while waiting:
-                if time.monotonic() > deadline:
-                    raise LandingError(
-                        f"{topic}: no end of partition reported for {sorted(waiting)} in {timeout:.0f}s"
-                    )
-                for msg in consumer.consume(500, timeout=0.5):
-                    err = msg.error()
-                    if err is None:
-                        ends[msg.partition()] = max(ends[msg.partition()], msg.offset() + 1)
-                    elif err.code() == KafkaError._PARTITION_EOF:
-                        ends[msg.partition()] = max(ends[msg.partition()], msg.offset())
-                        waiting.discard(msg.partition())
-                    else:
-                        raise LandingError(f"{topic}[{msg.partition()}]: {err.str()}")
-        return ends
+        return {
+            p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)[1])
+            for p in topic_partitions(consumer, topic, timeout)
+        }
     finally:
         consumer.close()
 
@@ -195,41 +243,69 @@ def land(
         raise ValueError("land(): shard_rules are required to fold physical table names")
     database = database or _database_of(topic)
     ingest = ingest_ts_ms if ingest_ts_ms is not None else int(time.time() * 1000)
-    consumer = _consumer(consumer_config)
+    options = spark_kafka_options(consumer_config)
+    errors = _BrokerErrors(options["kafka.bootstrap.servers"])
+    consumer = _consumer(consumer_config, errors)
+    parsed: _Parsed | None = None
     try:
-        partitions = topic_partitions(consumer, topic)
-        ends = capture_end_offsets(consumer_config, topic) if end_offsets == "latest" else dict(end_offsets)
-        starts: dict[int, int] = {}
-        for p in partitions:
-            low, _high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)
-            start = int(start_offsets[p]) if start_offsets and p in start_offsets else low
-            end = int(ends.get(p, start))
-            if start < low:
-                raise LandingError(
-                    f"{topic}[{p}]: start offset {start} is before the first retained offset {low}: records were lost"
+        try:
+            partitions = topic_partitions(consumer, topic)
+            ends = (
+                capture_end_offsets(consumer_config, topic) if end_offsets == "latest" else dict(end_offsets)
+            )
+            starts: dict[int, int] = {}
+            for p in partitions:
+                low, _high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, p), timeout=15, cached=False
                 )
-            if start > end:
-                raise LandingError(
-                    f"{topic}[{p}]: start offset {start} is beyond the end offset {end}; "
-                    "was the topic re-created or the broker's storage lost?"
-                )
-            starts[p] = start
-            ends[p] = end
-        result = LandingResult(
-            topic=topic, database=database, start_offsets=dict(starts), end_offsets=dict(starts)
-        )
-        watermarks: dict[int, int | None] = {p: (prior_watermarks or {}).get(p) for p in partitions}
-        rows, quarantined = _read(
-            consumer, topic, starts, ends, shard_rules, ingest, result, watermarks, timeout_s
-        )
-    finally:
-        consumer.close()
+                start = int(start_offsets[p]) if start_offsets and p in start_offsets else low
+                end = int(ends.get(p, start))
+                if start < low:
+                    raise LandingError(
+                        f"{topic}[{p}]: start offset {start} is before the first retained offset {low}: "
+                        "records were lost"
+                    )
+                if start > end:
+                    raise LandingError(
+                        f"{topic}[{p}]: start offset {start} is beyond the end offset {end}; "
+                        "was the topic re-created or the broker's storage lost?"
+                    )
+                starts[p] = start
+                ends[p] = end
+            result = LandingResult(
+                topic=topic, database=database, start_offsets=dict(starts), end_offsets=dict(starts)
+            )
+            watermarks: dict[int, int | None] = {p: (prior_watermarks or {}).get(p) for p in partitions}
+            parsed = _read(
+                consumer,
+                errors,
+                topic,
+                starts,
+                ends,
+                spark,
+                options,
+                shard_rules,
+                ingest,
+                result,
+                watermarks,
+                timeout_s,
+            )
+        except KafkaException as exc:
+            errors.raise_if_any(topic)
+            raise LandingError(f"{topic}: {exc.args[0].str() if exc.args else exc}") from exc
+        finally:
+            consumer.close()
 
-    result.watermarks_ms = watermarks
-    result.low_watermark_ms = low_watermark(watermarks)
-    _write_rows(spark, table_store, database, rows, result)
-    _write_quarantine(spark, table_store, database, quarantined, ingest, result)
-    return result
+        result.end_offsets = dict(ends)  # the whole fixed range was read (or the read raised)
+        result.watermarks_ms = watermarks
+        result.low_watermark_ms = low_watermark(watermarks)
+        if parsed is not None:
+            _write_rows(table_store, database, parsed, result)
+            _write_quarantine(spark, table_store, database, parsed, ingest)
+        return result
+    finally:
+        if parsed is not None:
+            parsed.release()
 
 
 def _database_of(topic: str) -> str:
@@ -238,100 +314,262 @@ def _database_of(topic: str) -> str:
     raise ValueError(f"cannot tell the source database of topic {topic!r}; pass database=")
 
 
+@dataclass
+class _Parsed:
+    """The parsed records of one read, cached on the executors, and the batch's unique row changes."""
+
+    records: DataFrame  # every record: kind row / heartbeat / quarantine (PARSED_COLUMNS)
+    unique_rows: DataFrame  # row changes, one per event_uid (DATA_COLUMNS + partition columns)
+    rows_per_hour: dict[tuple[str, str, str], int]  # (table_name, dt, hour) -> unique rows
+    quarantine_days: list[str]
+
+    def release(self) -> None:
+        self.unique_rows.unpersist()
+        self.records.unpersist()
+
+
 def _read(
     consumer: Consumer,
+    errors: _BrokerErrors,
     topic: str,
     starts: dict[int, int],
     ends: dict[int, int],
+    spark: SparkSession,
+    kafka_options: Mapping[str, str],
     rules: ShardRules,
     ingest: int,
     result: LandingResult,
     watermarks: dict[int, int | None],
     timeout_s: float,
-) -> tuple[list[dict], list[Quarantined]]:
-    rows: list[dict] = []
-    quarantined: list[Quarantined] = []
-    seen_uids: set[str] = set()
-    remaining = {p for p in starts if starts[p] < ends[p]}
-    if not remaining:
-        return rows, quarantined
-    consumer.assign([TopicPartition(topic, p, starts[p]) for p in sorted(remaining)])
-    deadline = time.monotonic() + timeout_s
-    while remaining:
-        if time.monotonic() > deadline:
-            where = ", ".join(f"[{p}] at {result.end_offsets[p]} of {ends[p]}" for p in sorted(remaining))
-            raise LandingError(f"{topic}: read timed out after {timeout_s:.0f}s: {where}")
-        for msg in consumer.consume(1000, timeout=0.5):
-            p = msg.partition()
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    if p in remaining and msg.offset() >= ends[p]:
-                        result.end_offsets[p] = ends[p]  # a gap (e.g. transaction markers) ended the range
-                        remaining.discard(p)
-                    continue
-                raise LandingError(f"{topic}[{p}]: {err.str()}")
-            offset = msg.offset()
-            if p not in remaining or offset >= ends[p]:
-                continue
-            result.read += 1
-            result.end_offsets[p] = offset + 1
-            ts_type, ts = msg.timestamp()
-            parsed = parse_message(
-                msg.value(),
-                topic,
-                p,
-                offset,
-                rules,
-                ingest_ts_ms=ingest,
-                timestamp_ms=ts if ts_type else None,
+) -> _Parsed | None:
+    """Read [starts, ends) of every partition with Spark's Kafka source, parse it on the executors, and fill
+    `result`'s counts and `watermarks` from aggregates. None when the range is empty (no Spark job at all).
+
+    `consumer` (connected to the same cluster, its error callback feeding `errors`) watches the cluster while
+    Spark reads, so a lost broker fails the read within seconds.
+    """
+    total = sum(ends[p] - starts[p] for p in starts)
+    if total == 0:
+        return None
+    reader = spark.read.format("kafka").options(**kafka_options)
+    parallelism = spark.sparkContext.defaultParallelism
+    if total >= SPLIT_ABOVE_RECORDS and len(starts) < parallelism:
+        reader = reader.option("minPartitions", str(parallelism))  # one big partition on several cores
+    kafka = (
+        reader.option("subscribe", topic)
+        .option("startingOffsets", json.dumps({topic: {str(p): o for p, o in starts.items()}}))
+        .option("endingOffsets", json.dumps({topic: {str(p): o for p, o in ends.items()}}))
+        .option("failOnDataLoss", "true")
+        .load()
+    )
+    parse = F.udf(
+        _Parser(topic, rules, ingest, result.database),
+        "struct<" + ", ".join(f"{n}: {t}" for n, t in PARSED_COLUMNS) + ">",
+        useArrow=False,  # pickled rows: no pyarrow needed on the executors
+    )
+    millis = F.unix_millis("timestamp")
+    records = kafka.select(
+        parse("value", "partition", "offset", F.when(millis >= 0, millis).otherwise(F.lit(None))).alias("r")
+    ).select("r.*")
+
+    def read_and_summarize(abandoned: threading.Event) -> list:
+        # persist() already plans the query, and planning asks the brokers for the topic's partitions: both
+        # belong to the watched read. This is the one Spark job that reads Kafka; later jobs read the cache.
+        records.persist(StorageLevel.MEMORY_AND_DISK)
+        if abandoned.is_set():
+            raise LandingError(f"{topic}: the read was abandoned")
+        return (
+            records.groupBy("kafka_partition", "kind", "reason_kind")
+            .agg(
+                F.count(F.lit(1)).alias("n"),
+                F.min("event_ts_ms").alias("min_es"),
+                F.max("event_ts_ms").alias("max_es"),
             )
-            if isinstance(parsed, Heartbeat):
-                result.heartbeats += 1
-                watermarks[p] = max(watermarks[p] or 0, parsed.es_ms)
-            elif isinstance(parsed, Quarantined):
-                quarantined.append(parsed)
-            else:
-                es = parsed["event_ts_ms"]
-                watermarks[p] = max(watermarks[p] or 0, es)
-                result.max_event_ts_ms[p] = max(result.max_event_ts_ms.get(p, 0), es)
-                result.min_event_ts_ms = (
-                    es if result.min_event_ts_ms is None else min(result.min_event_ts_ms, es)
-                )
-                if parsed["event_uid"] in seen_uids:
-                    result.duplicates += 1
-                else:
-                    seen_uids.add(parsed["event_uid"])
-                    rows.append(parsed)
-            if offset >= ends[p] - 1:
-                remaining.discard(p)
-                consumer.pause([TopicPartition(topic, p)])
-    return rows, quarantined
+            .collect()
+        )
+
+    try:
+        summary = _watched(
+            spark, consumer, errors, topic, read_and_summarize, timeout_s, abandon=records.unpersist
+        )
+        rows_read = _summarize(summary, result, watermarks)
+        rows = records.filter(F.col("kind") == ROW)
+        first = Window.partitionBy("event_uid").orderBy("kafka_partition", "kafka_offset")
+        unique_rows = (
+            rows.withColumn("_n", F.row_number().over(first))
+            .filter("_n = 1")
+            .select(*DATA_COLUMNS, *bs.RAW_BINLOG_PARTITION_COLUMNS)
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+    except BaseException:
+        records.unpersist()
+        raise
+    parsed = _Parsed(records, unique_rows, {}, [])
+    try:
+        if rows_read:
+            per_hour = unique_rows.groupBy(*bs.RAW_BINLOG_PARTITION_COLUMNS).count().collect()
+            parsed.rows_per_hour = {(r.table_name, r.dt, r.hour): r["count"] for r in per_hour}
+        result.duplicates += rows_read - sum(parsed.rows_per_hour.values())
+        if result.quarantined:
+            days = records.filter(F.col("kind") == QUARANTINE).select("dt").distinct().collect()
+            parsed.quarantine_days = sorted(r.dt for r in days)
+    except BaseException:
+        parsed.release()
+        raise
+    return parsed
 
 
-def _write_rows(
-    spark: SparkSession, store: TableStore, database: str, rows: list[dict], result: LandingResult
-) -> None:
+def _summarize(summary: list, result: LandingResult, watermarks: dict[int, int | None]) -> int:
+    """Fill `result` and `watermarks` from the (partition, kind, reason kind) aggregate; returns the rows read."""
+    rows_read = 0
+    reasons: dict[str, int] = {}
+    for s in summary:
+        p, n = s.kafka_partition, s.n
+        result.read += n
+        if s.kind == QUARANTINE:
+            result.quarantined += n
+            reasons[s.reason_kind] = reasons.get(s.reason_kind, 0) + n
+            continue
+        watermarks[p] = max(watermarks.get(p) or 0, s.max_es)
+        if s.kind == HEARTBEAT:
+            result.heartbeats += n
+        else:
+            rows_read += n
+            result.max_event_ts_ms[p] = max(result.max_event_ts_ms.get(p, 0), s.max_es)
+            low = result.min_event_ts_ms
+            result.min_event_ts_ms = s.min_es if low is None else min(low, s.min_es)
+    result.quarantine_reasons = dict(sorted(reasons.items()))
+    return rows_read
+
+
+class _Parser:
+    """The executors' side: one Kafka record in, one PARSED_COLUMNS tuple out, through `messages.parse_message`.
+
+    A module-level class, so Spark ships it by reference and every Python worker imports the parser itself.
+    """
+
+    def __init__(self, topic: str, rules: ShardRules, ingest: int, database: str):
+        self.topic, self.rules, self.ingest, self.database = topic, rules, ingest, database
+        self.empty = (None,) * len(PARSED_COLUMNS)
+
+    def __call__(self, value: Any, partition: int, offset: int, timestamp_ms: int | None) -> tuple:
+        parsed = messages.parse_message(
+            value,
+            self.topic,
+            partition,
+            offset,
+            self.rules,
+            ingest_ts_ms=self.ingest,
+            timestamp_ms=timestamp_ms,
+            expected_database=self.database,  # the topic carries this database only
+        )
+        if isinstance(parsed, messages.Heartbeat):
+            return self._fill(HEARTBEAT, event_ts_ms=parsed.es_ms, partition=partition, offset=offset)
+        if isinstance(parsed, messages.Quarantined):
+            # The record's own timestamp fixes the day, so re-landing the same offsets hits the same partition.
+            day = _utc(timestamp_ms if timestamp_ms is not None else self.ingest).strftime("%Y-%m-%d")
+            return self._fill(
+                QUARANTINE,
+                reason=parsed.reason,
+                reason_kind=_reason_kind(parsed.reason),
+                kafka_timestamp_ms=timestamp_ms,
+                raw_value=bytes(parsed.value),
+                partition=partition,
+                offset=offset,
+                dt=day,
+            )
+        return (ROW, None, None, None, None, *(parsed[name] for name in _ROW_KEYS))
+
+    def _fill(self, kind: str, *, partition: int, offset: int, **values: Any) -> tuple:
+        values.update(kind=kind, kafka_topic=self.topic, kafka_partition=partition, kafka_offset=offset)
+        return tuple(values.get(name) for name, _ in PARSED_COLUMNS)
+
+
+_ROW_KEYS = [name for name, _ in PARSED_COLUMNS[5:]]
+
+
+def _watched(
+    spark: SparkSession,
+    consumer: Consumer,
+    errors: _BrokerErrors,
+    topic: str,
+    action: Callable[[threading.Event], Any],
+    timeout_s: float,
+    abandon: Callable[[], Any],
+) -> Any:
+    """Run the Spark `action` in a job group while this thread watches the cluster and the clock.
+
+    A lost cluster (librdkafka's error callback) or the deadline cancels the group's jobs and raises a
+    `LandingError`; a failure of the action itself is re-raised as one, naming the brokers when they are gone.
+    Spark's driver may be inside a Kafka metadata call that no cancel reaches: that thread then ends on its own
+    after its client's timeouts, sees it was abandoned (`action` gets the event) and calls `abandon` (e.g. to
+    drop a cache it made).
+    """
+    sc = spark.sparkContext
+    group = f"sharp-dagster-landing-{uuid.uuid4().hex}"
+    outcome: dict[str, Any] = {}
+    abandoned = threading.Event()
+
+    def run() -> None:
+        sc.setJobGroup(group, f"land {topic}", interruptOnCancel=True)
+        try:
+            outcome["value"] = action(abandoned)
+        except BaseException as exc:  # noqa: BLE001 - handed to the watching thread
+            outcome["error"] = exc
+        if abandoned.is_set():
+            abandon()
+
+    worker = InheritableThread(target=run, name=f"landing-{topic}", daemon=True)
+    worker.start()
+    deadline = time.monotonic() + timeout_s
+    while worker.is_alive():
+        consumer.poll(0.2)  # serves librdkafka's callbacks (no partition is assigned: returns nothing)
+        if errors.errors or time.monotonic() > deadline:
+            abandoned.set()
+            sc.cancelJobGroup(group)
+            worker.join(5)
+            errors.raise_if_any(topic)
+            raise LandingError(f"{topic}: Spark's Kafka read timed out after {timeout_s:.0f}s")
+        worker.join(0.05)
+    if "error" in outcome:
+        exc = outcome["error"]
+        errors.raise_if_any(topic)
+        _probe(consumer, errors, topic)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise LandingError(f"{topic}: Spark's Kafka read failed: {first[:1000]}") from exc
+    return outcome["value"]
+
+
+def _probe(consumer: Consumer, errors: _BrokerErrors, topic: str) -> None:
+    """Raise the 'unreachable' LandingError when the cluster does not answer a metadata request now."""
+    try:
+        consumer.list_topics(topic=topic, timeout=5)
+    except KafkaException as exc:
+        errors.raise_if_any(topic)
+        raise LandingError(
+            f"{topic}: the Kafka cluster at {errors.servers} became unreachable: "
+            f"{exc.args[0].str() if exc.args else exc}"
+        ) from exc
+    errors.raise_if_any(topic)
+
+
+def _write_rows(store: TableStore, database: str, parsed: _Parsed, result: LandingResult) -> None:
     ref = raw_table_ref(database)
-    by_partition: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
-    for row in rows:
-        by_partition[(row["table_name"], row["dt"], row["hour"])].append(row)
-    result.touched_hours = sorted(by_partition)
+    result.touched_hours = sorted(parsed.rows_per_hour)
     schema = bs.raw_binlog_ddl_schema()
     for key in result.touched_hours:
         values = dict(zip(bs.RAW_BINLOG_PARTITION_COLUMNS, key, strict=True))
-        batch = by_partition[key]
-        new_df = spark.createDataFrame(
-            [tuple(r[c] for c in DATA_COLUMNS) for r in batch], schema, verifySchema=False
-        )
+        batch_size = parsed.rows_per_hour[key]
+        where = [F.col(c) == v for c, v in values.items()]
+        new_df = parsed.unique_rows.filter(where[0] & where[1] & where[2]).select(*DATA_COLUMNS)
         if store.has_partition(ref, values):
-            existing = _read_partition(spark, store, ref, values, schema)
+            existing = _read_partition(store.spark, store, ref, values, schema)
             fresh = new_df.join(existing.select("event_uid"), "event_uid", "left_anti").select(*DATA_COLUMNS)
             fresh_count = fresh.count()
             combined = existing.unionByName(fresh)
         else:
-            fresh_count, combined = len(batch), new_df
-        result.duplicates += len(batch) - fresh_count
+            fresh_count, combined = batch_size, new_df
+        result.duplicates += batch_size - fresh_count
         if fresh_count:
             # One file per hour and table (no small-file pile-up), in binlog order for readers.
             store.write_partition(ref, values, combined.coalesce(1).sortWithinPartitions("binlog_seq"))
@@ -348,28 +586,19 @@ def _read_partition(
 
 
 def _write_quarantine(
-    spark: SparkSession,
-    store: TableStore,
-    database: str,
-    records: list[Quarantined],
-    ingest: int,
-    result: LandingResult,
+    spark: SparkSession, store: TableStore, database: str, parsed: _Parsed, ingest: int
 ) -> None:
-    result.quarantined = len(records)
-    result.quarantine_reasons = dict(Counter(_reason_kind(q.reason) for q in records))
-    if not records:
+    if not parsed.quarantine_days:
         return
     ref = quarantine_table_ref(database)
     schema = ", ".join(f"{n} {t}" for n, t in QUARANTINE_COLUMNS)
     names = [n for n, _ in QUARANTINE_COLUMNS]
-    by_day: dict[str, list[tuple]] = defaultdict(list)
-    for q in records:
-        # The record's own timestamp fixes the day, so re-landing the same offsets hits the same partition.
-        day = _utc(q.timestamp_ms if q.timestamp_ms is not None else ingest).strftime("%Y-%m-%d")
-        by_day[day].append((q.reason, q.topic, q.partition, q.offset, q.timestamp_ms, q.value, ingest))
-    for day, batch in sorted(by_day.items()):
+    quarantined = parsed.records.filter(F.col("kind") == QUARANTINE).withColumn(
+        "quarantined_at_ms", F.lit(ingest).cast("bigint")
+    )
+    for day in parsed.quarantine_days:
         values = {"dt": day}
-        new_df = spark.createDataFrame(batch, schema)
+        new_df = quarantined.filter(F.col("dt") == day).select(*names)
         if store.has_partition(ref, values):
             existing = _read_partition(spark, store, ref, values, schema)
             keys = ["kafka_topic", "kafka_partition", "kafka_offset"]

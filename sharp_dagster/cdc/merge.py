@@ -22,6 +22,11 @@ per key (one shuffle of the changes, by key). The delta is small next to the sta
 state streams through a broadcast hash join without ever being shuffled; keys new to the state are the delta
 minus the state's keys (a key-only scan of the state, semi-joined against the broadcast delta keys).
 `strategy="shuffle"` (or "auto" with a delta above `broadcast_max_rows`) full-outer-joins instead.
+
+A key column named `source_table` (`shards.PHYSICAL_TABLE_COLUMN`) always takes the change's physical table, with
+or without `shard_column`: read from the row images it would be null everywhere and collapse the shards' equal ids.
+Without a base and without `columns` (a table's first day), the columns come from the day's CREATE TABLE, its
+row images (types as their JSON values show them: a string stays a string) and its ALTER TABLE ... ADD.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sharp_dagster.cdc.binlog_schema import FILE_FACTOR, POS_FACTOR
-from sharp_dagster.cdc.schema_evolution import evolve_columns
+from sharp_dagster.cdc.schema_evolution import evolve_columns, parse_added_columns, parse_created_columns
+from sharp_dagster.cdc.shards import PHYSICAL_TABLE_COLUMN
 
 SEQ_COLUMN = "_binlog_seq"
 DELETED_COLUMN = "_deleted"
@@ -158,10 +164,13 @@ def merge_day(
     """The new state: `base` (the previous state, a snapshot from `initial_state`, or None) with `changes` applied.
 
     `changes` holds the raw binlog rows of one logical table (`binlog_schema.RAW_BINLOG_COLUMNS`). The result has
-    the data columns of `base` (cast to `columns` where given; `columns` is required when `base` is None) plus the
-    columns that `columns` or the day's `ALTER TABLE ... ADD COLUMN` add, then `_binlog_seq` and `_deleted`.
+    the data columns of `base` (cast to `columns` where given) plus the columns that `columns` or the day's
+    `ALTER TABLE ... ADD COLUMN` add, then `_binlog_seq` and `_deleted`. With neither `base` nor `columns` (a
+    table's first day) the columns are the day's: its CREATE TABLE, its row images (typed by their JSON values;
+    Canal's all-strings images give string columns) and its ALTERs; a day with none of them is an error.
     `shard_column` names the column holding the physical table (`source_table`) of a sharded table: it scopes
-    truncates and belongs in `key_columns` (see `merge_key`) unless a business key is unique across shards.
+    truncates and belongs in `key_columns` (see `merge_key`) unless a business key is unique across shards. A key
+    column named `source_table` is the physical table even when `shard_column` is not passed.
 
     `strategy`: "broadcast" streams the state past the broadcast delta (the state is never shuffled), "shuffle"
     full-outer-joins them, "auto" broadcasts unless the delta has more than `broadcast_max_rows` keys. The day is
@@ -240,8 +249,11 @@ def _plan(
         )
     if not key_columns:
         raise ValueError("merge needs key columns (see merge_key)")
-    if base is None and columns is None:
-        raise ValueError("merge into no base needs the table's `columns`")
+    shard_column = _physical_table_column(key_columns, shard_column)
+    events = events if events is not None else table_events(changes)
+    inferred = base is None and columns is None
+    if inferred:
+        columns = _day_columns(changes, events)
     base_columns: list[tuple[str, str]] = []
     if base is not None:
         if SEQ_COLUMN not in base.columns:
@@ -258,10 +270,14 @@ def _plan(
         if base is not None:
             raise ValueError(f"base lacks the shard column {shard_column!r}")
         target.append((shard_column, "string"))
-    events = events if events is not None else table_events(changes)
     target, defaults = evolve_columns(target, events.ddl)
     names = {c.lower() for c, _ in target}
     unknown = [k for k in key_columns if k.lower() not in names]
+    if unknown and inferred:
+        raise ValueError(
+            f"merge into no base without `columns`: the day's row images and DDL give no key columns {unknown} "
+            f"(columns found: {[c for c, _ in target]}); pass the table's `columns`"
+        )
     if unknown:
         raise ValueError(f"key columns {unknown} are not columns of the table {[c for c, _ in target]}")
     truncates = dict(events.truncates)
@@ -269,6 +285,80 @@ def _plan(
         # Not sharded: a truncate of the (one) physical table truncates the whole logical table.
         truncates = {None: max(truncates.values())}
     return _Plan(target, defaults, list(key_columns), shard_column, truncates)
+
+
+def _physical_table_column(key_columns: Sequence[str], shard_column: str | None) -> str | None:
+    """The column that holds the physical table: `shard_column`, else a key column named `source_table`."""
+    named = next((k for k in key_columns if k.lower() == PHYSICAL_TABLE_COLUMN), None)
+    if shard_column is None:
+        return named
+    if named is not None and shard_column.lower() != PHYSICAL_TABLE_COLUMN:
+        raise ValueError(
+            f"key column {named!r} holds the physical table, but shard_column is {shard_column!r}: "
+            "use one column for the physical table"
+        )
+    return shard_column
+
+
+# JSON value types (as `schema_of_variant_agg` names them) -> Spark types of a first day's inferred columns.
+_JSON_TYPES = {
+    "BOOLEAN": "boolean",
+    "TINYINT": "bigint",
+    "SMALLINT": "bigint",
+    "INT": "bigint",
+    "BIGINT": "bigint",
+    "FLOAT": "double",
+    "DOUBLE": "double",
+}
+
+
+def _day_columns(changes: DataFrame, events: DayEvents) -> list[tuple[str, str]]:
+    """A first day's columns without a base or `columns`: its CREATE TABLE's, then those only its images carry.
+
+    Columns an ALTER of the day adds are left to `evolve_columns`, which knows their type and the default that
+    rows from before the ALTER take. Image columns are typed by their JSON values over the whole day (integers
+    bigint, decimals decimal(p,s), floats double, booleans boolean; strings, nulls only, nested values or mixed
+    types string) and ordered as the widest image orders them. One Spark job over the day's row images.
+    """
+    created: list[tuple[str, str]] = []
+    for statement in events.ddl:
+        for name, typ in parse_created_columns(statement):
+            if name.lower() not in {c.lower() for c, _ in created}:
+                created.append((name, typ))
+    skip = {c.lower() for c, _ in created}
+    skip |= {a.name.lower() for statement in events.ddl for a in parse_added_columns(statement)}
+    images = changes.where(F.col("op").isin(*ROW_OPS)).select(
+        F.explode(F.array("after_json", "before_json")).alias("j")
+    )
+    found = (
+        images.where(F.col("j").isNotNull())
+        .select("j", F.parse_json("j").cast("map<string,variant>").alias("m"))
+        .select(
+            F.posexplode(F.json_object_keys("j")).alias("pos", "k"),
+            F.size(F.json_object_keys("j")).alias("n"),
+            "m",
+        )
+        .groupBy("k")
+        .agg(
+            F.max("n").alias("n"),
+            F.max_by("pos", "n").alias("pos"),
+            F.schema_of_variant_agg(F.element_at("m", F.col("k"))).alias("t"),
+        )
+        .collect()
+    )
+    widest = max((r.n for r in found), default=0)
+    found.sort(key=lambda r: (r.n != widest, r.pos, r.k))
+    inferred = [(r.k, _spark_type_of_json(r.t)) for r in found if r.k.lower() not in skip]
+    return created + inferred
+
+
+def _spark_type_of_json(variant_type: str) -> str:
+    typ = variant_type.upper()
+    if typ in _JSON_TYPES:
+        return _JSON_TYPES[typ]
+    if typ.startswith("DECIMAL("):
+        return typ.lower().replace(" ", "")
+    return "string"
 
 
 def _conform_base(base: DataFrame, plan: _Plan) -> DataFrame:

@@ -25,7 +25,11 @@ their own, and the collector sends `type: HEARTBEAT` messages (no table) to ever
 event time `es` has been sent". The landing uses them for its watermark; they are never landed as rows.
 
 `parse_message` turns a Kafka record into the raw binlog row of `binlog_schema`, a `Heartbeat`, or a
-`Quarantined` record (bad JSON, no identity, unknown type, unknown table, bad values): nothing is dropped silently.
+`Quarantined` record (bad JSON, no identity, unknown type, unknown table, bad values, a message for a database the
+topic does not carry): nothing is dropped silently. It is total: whatever the bytes, it returns one of the three and
+never raises (a parser fault becomes a quarantine verdict naming it), so one bad record cannot stall a topic at its
+offset. A row it returns is also safe to write: every value fits its raw-table column (event time within the years
+0001-9999, `binlog_seq` within decimal(38,0), text encodable as UTF-8).
 """
 
 from __future__ import annotations
@@ -47,6 +51,11 @@ DDL_TYPES = ("CREATE", "ALTER", "ERASE", "RENAME", "CINDEX", "DINDEX", "QUERY")
 TRUNCATE = "TRUNCATE"
 HEARTBEAT = "HEARTBEAT"
 KNOWN_TYPES = frozenset([*ROW_TYPES, *DDL_TYPES, TRUNCATE, HEARTBEAT])
+# `es` must give a datetime (and a dt/hour partition): below 10000-01-01T00:00:00Z.
+MAX_ES_MS = 253_402_300_800_000 - 1
+# binlog_seq = file_seq * 10^18 + ...: a decimal(38,0) holds file sequence numbers below 10^20.
+MAX_FILE_SEQ = 10**20 - 1
+MAX_REASON_CHARS = 500
 
 RawBinlogRow = dict[str, Any]
 RAW_ROW_KEYS = tuple([name for name, _ in bs.RAW_BINLOG_COLUMNS] + list(bs.RAW_BINLOG_PARTITION_COLUMNS))
@@ -217,34 +226,69 @@ def parse_message(
     shard_rules: ShardRules,
     ingest_ts_ms: int | None = None,
     timestamp_ms: int | None = None,
+    expected_database: str | None = None,
 ) -> RawBinlogRow | Heartbeat | Quarantined:
-    """Parse one Kafka record; `timestamp_ms` (the record's timestamp) is kept on quarantined records only."""
-    raw = bytes(value) if value is not None else b""
+    """Parse one Kafka record; `timestamp_ms` (the record's timestamp) is kept on quarantined records only.
+
+    `expected_database` is the source database the topic carries: a message (heartbeats included) naming another
+    one is quarantined. Never raises: anything that cannot be taken is a `Quarantined` with the reason, and the
+    caller moves past its offset.
+    """
+    raw = b""
     try:
-        return _parse(raw, topic, partition, offset, shard_rules, ingest_ts_ms)
+        raw = bytes(value) if value is not None else b""
+        return _parse(raw, topic, partition, offset, shard_rules, ingest_ts_ms, expected_database)
     except _Bad as bad:
-        return Quarantined(str(bad), raw, topic, partition, offset, timestamp_ms)
+        reason = str(bad)
+    except Exception as exc:  # noqa: BLE001 - totality: a parser fault must not stall the topic at this offset
+        # RecursionError (deep nesting), MemoryError, or a bug: quarantined with its name, never re-raised.
+        reason = f"parser error: {type(exc).__name__}: {exc}"
+    return Quarantined(_printable(reason), raw, topic, partition, offset, timestamp_ms)
 
 
-def _parse(raw: bytes, topic: str, partition: int, offset: int, rules: ShardRules, ingest_ts_ms: int | None):
+def _printable(reason: str) -> str:
+    """A reason safe to store: bounded, and UTF-8 encodable (a message can smuggle lone surrogates into it)."""
+    reason = reason if len(reason) <= MAX_REASON_CHARS else reason[: MAX_REASON_CHARS - 3] + "..."
+    return reason.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _parse(
+    raw: bytes,
+    topic: str,
+    partition: int,
+    offset: int,
+    rules: ShardRules,
+    ingest_ts_ms: int | None,
+    expected_database: str | None,
+):
     if not raw:
         raise _Bad("empty message")
     try:
         msg = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise _Bad(f"not JSON: {str(exc)[:200]}") from None
+    except RecursionError:
+        # The stdlib decoder recurses once per nesting level; a message nested thousands deep is not a change.
+        raise _Bad("not JSON: nested too deeply to decode") from None
     if not isinstance(msg, dict):
         raise _Bad(f"not a JSON object but a {type(msg).__name__}")
     kind = msg.get("type")
-    if kind not in KNOWN_TYPES:
-        raise _Bad(f"unknown type {kind!r}")
+    # Checked as a string first: a list or an object is unhashable and would raise in the set lookup.
+    if not isinstance(kind, str) or kind not in KNOWN_TYPES:
+        raise _Bad(f"unknown type {_short(kind)}")
     source_id = msg.get("sourceId")
     if not isinstance(source_id, str) or not source_id:
         raise _Bad("no binlog identity: sourceId missing")
     es = msg.get("es")
     if isinstance(es, bool) or not isinstance(es, int) or es < 0:
-        raise _Bad(f"no event time: es is {es!r}")
+        raise _Bad(f"no event time: es is {_short(es)}")
+    if es > MAX_ES_MS:
+        raise _Bad(f"bad event time: es {_short(es)} is beyond the year 9999")
     database = msg.get("database")
+    if expected_database is not None and database != expected_database:
+        raise _Bad(
+            f"wrong database: the message is for {_short(database)}, topic {topic} carries {expected_database!r}"
+        )
     if kind == HEARTBEAT:
         pos = msg.get("binlogPos")
         return Heartbeat(
@@ -274,6 +318,8 @@ def _parse(raw: bytes, topic: str, partition: int, offset: int, rules: ShardRule
         raise _Bad(f"no binlog identity: {', '.join(missing)} missing")
     try:
         file_seq = bs.binlog_file_seq(binlog_file)
+        if file_seq > MAX_FILE_SEQ:
+            raise ValueError(f"binlog file sequence number out of range: {_short(file_seq)}")
         seq = bs.binlog_seq(file_seq, pos, row_idx)
     except ValueError as exc:
         raise _Bad(f"bad binlog identity: {exc}") from None
@@ -310,10 +356,10 @@ def _parse(raw: bytes, topic: str, partition: int, offset: int, rules: ShardRule
 
     pk_names = msg.get("pkNames") or []
     if not isinstance(pk_names, list) or not all(isinstance(c, str) for c in pk_names):
-        raise _Bad(f"pkNames is not a list of column names: {pk_names!r}")
+        raise _Bad(f"pkNames is not a list of column names: {_short(pk_names)}")
     gtid = msg.get("gtid")
     when = dt.datetime.fromtimestamp(es / 1000, tz=dt.UTC)
-    return {
+    row = {
         "source_id": source_id,
         "binlog_file": binlog_file,
         "binlog_file_seq": file_seq,
@@ -338,6 +384,27 @@ def _parse(raw: bytes, topic: str, partition: int, offset: int, rules: ShardRule
         "dt": when.strftime("%Y-%m-%d"),
         "hour": when.strftime("%H"),
     }
+    for name, v in row.items():
+        if not all(_utf8(t) for t in (v if isinstance(v, list) else [v]) if isinstance(t, str)):
+            # JSON's \ud800 escapes decode to lone surrogates, which no UTF-8 writer takes: the write would fail.
+            raise _Bad(f"bad text: {name} holds a lone surrogate, not encodable as UTF-8")
+    return row
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _short(value: Any) -> str:
+    """`repr` of a message value for a reason, cut short (a value can be megabytes)."""
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"<a {value.bit_length()}-bit integer>"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _one_row(msg: Mapping[str, Any], key: str, required: bool) -> dict[str, str | None] | None:

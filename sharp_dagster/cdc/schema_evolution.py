@@ -130,6 +130,30 @@ def parse_added_columns(ddl_sql: str) -> list[AddedColumn]:
     return added
 
 
+def parse_created_columns(ddl_sql: str) -> list[tuple[str, str]]:
+    """The columns (name, Spark type) a `CREATE TABLE t (...)` statement defines; empty for any other statement.
+
+    Used for a table's first merged day without a base: the DDL types beat types guessed from row images. A CREATE
+    that sqlglot cannot read gives nothing (the images still name the columns), it is not an error.
+
+    >>> parse_created_columns("CREATE TABLE t (id bigint PRIMARY KEY, price decimal(10,2), KEY k (price))")
+    [('id', 'bigint'), ('price', 'decimal(10,2)')]
+    """
+    if not ddl_sql or not re.match(r"^\s*CREATE\s+(?:TEMPORARY\s+)?TABLE\b", ddl_sql, re.I):
+        return []
+    try:
+        statement = _parse_quietly(ddl_sql)
+    except sqlglot.errors.ParseError:
+        return []
+    if not isinstance(statement, exp.Create) or not isinstance(statement.this, exp.Schema):
+        return []  # CREATE TABLE ... LIKE / AS SELECT: no column list
+    return [
+        (column.name, spark_type(column.args["kind"]))
+        for column in statement.this.expressions
+        if isinstance(column, exp.ColumnDef) and isinstance(column.args.get("kind"), exp.DataType)
+    ]
+
+
 def evolve_columns(
     columns: Sequence[tuple[str, str]], ddl_statements: Iterable[str]
 ) -> tuple[list[tuple[str, str]], dict[str, str]]:

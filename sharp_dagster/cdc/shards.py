@@ -16,6 +16,10 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+# The raw binlog column holding a change's physical table. A merge key column of this name always takes the
+# change's physical table (never a row image's value), so it tells the shards of a logical table apart.
+PHYSICAL_TABLE_COLUMN = "source_table"
+
 
 @dataclass(frozen=True)
 class ShardRule:

@@ -40,15 +40,24 @@ def demo_days(start: str, days: int) -> list[str]:
     return [(first + timedelta(days=i)).isoformat() for i in range(days)]
 
 
+def demo_broker_dir(settings: Settings) -> Path:
+    """Where the demo's Kafka broker keeps its log dirs."""
+    return settings.data_dir / "kafka"
+
+
 def reset_demo_state(settings: Settings, out=sys.stdout) -> None:
     """Remove what a previous demo wrote (warehouse, job log, Dagster home); the generated sample data stays.
 
-    The demo's broker keeps its topics in memory, so offsets the job log remembers from an earlier demo would
-    not exist in the new broker: the demo starts from a clean state instead.
+    The demo's Kafka broker keeps its topics under `data/kafka`; they go too, since the binlog is replayed anew and
+    the job log's offsets are forgotten with it.
     """
     import shutil
 
-    targets = [settings.warehouse_dir, Path(os.environ.get("DAGSTER_HOME") or settings.dagster_home)]
+    targets = [
+        settings.warehouse_dir,
+        Path(os.environ.get("DAGSTER_HOME") or settings.dagster_home),
+        demo_broker_dir(settings),
+    ]
     if settings.log_db_url.startswith("sqlite:///"):
         db = Path(settings.log_db_url.removeprefix("sqlite:///"))
         targets += [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
@@ -106,10 +115,10 @@ def run_demo(
     print(f"dagster home: {home}", file=out)
     broker = None
     if not os.environ.get(KAFKA_ENV):
-        broker = LocalBroker().start()
+        broker = LocalBroker(base_dir=demo_broker_dir(settings)).start()
         os.environ[KAFKA_ENV] = broker.bootstrap_servers
         print(
-            f"started a local Kafka-protocol broker at {broker.bootstrap_servers} (pid {broker.pid})",
+            f"started a local Apache Kafka broker at {broker.bootstrap_servers} (pid {broker.pid})",
             file=out,
         )
     try:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sqlalchemy import inspect
-
 from sharp_dagster.cli import CliError
 from sharp_dagster.settings import WAREHOUSE_SQL_DIR, Settings
 
@@ -59,6 +57,9 @@ def known_assets(rules_dir: Path) -> set[str]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: SQLAlchemy (and matplotlib for --png) are only needed by this command.
+    from sqlalchemy import inspect
+
     from sharp_dagster.db import make_engine
     from sharp_dagster.dqc.report import format_report, write_chart
     from sharp_dagster.dqc.store import DqcStore, dqc_result

@@ -9,7 +9,7 @@ so N rules cost one pass over the partition (seed 001: "rules of one table merge
 another table (referential) or are free SQL (custom_sql) get their own query; a reconciliation against a table
 adds one small query for the other side. Failing-row samples are separate queries too, run only for failed rules.
 
-The compiler fills the run-time placeholders (`${table}` = the view; `${dt}`, `${partition}`,
+Custom SQL is checked again here against `sharp_dagster.dqc.sqlguard` before it is compiled. The compiler fills the run-time placeholders (`${table}` = the view; `${dt}`, `${partition}`,
 `${DATA_RANGE_START}`, `${DATA_RANGE_END}`), so its output is exactly what Spark will run: `explain_rules`
 prints it for debugging.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sharp_dagster.dqc.rules import Rule, RuleContext
-from sharp_dagster.dqc.templates import ParamError, fill, quote_table
+from sharp_dagster.dqc.templates import ParamError, check_custom_sql, fill, quote_table
 
 DEFAULT_SAMPLE_LIMIT = 10
 
@@ -116,6 +116,7 @@ def _compile(rules: list[Rule], view: str, base_values: Mapping[str, str]) -> Co
         if rule.sample_limit is not None:
             values["limit"] = str(rule.sample_limit)
         try:
+            _recheck(rule)
             scan = _fill(rule.sql.scan, values)
             item = CompiledRule(
                 rule=rule,
@@ -134,6 +135,17 @@ def _compile(rules: list[Rule], view: str, base_values: Mapping[str, str]) -> Co
     if select:
         scan_sql = scan_query(select, base_values["table"])
     return CompiledPlan(asset=next(iter(assets), ""), view=view, scan_sql=scan_sql, rules=tuple(compiled))
+
+
+def _recheck(rule: Rule) -> None:
+    """A custom SQL is checked again right before it runs (`load_rules` did it once): a `Rule` built any other
+    way, or changed after loading, still cannot reach Spark with a JVM, file or undeclared-table access."""
+    if rule.template != "custom_sql":
+        return
+    try:
+        check_custom_sql(str(rule.params.get("sql", "")), rule.reads)
+    except ParamError as exc:
+        raise CompileError(f"custom sql refused: {exc}") from None
 
 
 def _uses_reference(rule: Rule) -> bool:

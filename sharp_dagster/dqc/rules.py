@@ -20,6 +20,19 @@ inclusive). `null_count` with `comparator: "="` and `expect: 0` passes when ther
 opposite of seed 001's "assert" (there the comparator describes the *failure*); here it describes what good
 data looks like, like a unit-test assertion. `=` and `!=` compare with a relative tolerance of 1e-9.
 
+**`custom_sql` rules read only the asset's staged rows (`${table}`), their own CTEs, and the tables they declare**
+in `reads:` (a list of `db.table`, on the rule or file-wide next to `asset:`, which rules inherit)::
+
+    reads: [dwd.order_detail]
+    rules:
+      - id: gmv_matches_detail
+        template: custom_sql
+        params: {sql: "SELECT abs((SELECT sum(gmv) FROM ${table}) - (SELECT sum(amount) FROM dwd.order_detail))"}
+
+Functions that reach the JVM or the file system (`reflect`, `java_method`, `read_files`, ...), path-based
+relations (``text.`/etc/passwd` ``) and anything but one SELECT are rejected at load, the error naming the file,
+its line and the rule (`sharp_dagster.dqc.sqlguard`).
+
 `severity` defaults to `weak`, `dimension` to the template's own (e.g. uniqueness for duplicate_count), and
 `description` to the template's description. `reconciliation` and `fluctuation` compute their own expectation (`tolerance` param; history bounds), so they
 take no `expect` / `comparator`.
@@ -43,6 +56,7 @@ from typing import Any
 
 import yaml
 
+from sharp_dagster.dqc.sqlguard import check_declared_table
 from sharp_dagster.dqc.templates import (
     COLUMNS,
     CONTEXT_VARIABLES,
@@ -54,6 +68,7 @@ from sharp_dagster.dqc.templates import (
     Schemas,
     Template,
     check_column,
+    check_custom_sql,
     fill,
     get_template,
     render,
@@ -76,8 +91,10 @@ RULE_KEYS = frozenset(
         "description",
         "sample_key",
         "sample_limit",
+        "reads",
     }
 )
+FILE_KEYS = ("asset", "reads", "rules")
 ASSET_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
@@ -103,6 +120,7 @@ class Rule:
     sql: RuleSql
     source: str = ""
     version: str = field(default="", compare=False)
+    reads: tuple[str, ...] = ()  # tables a custom_sql rule declared it reads (`reads:`), besides ${table}
 
     @property
     def label(self) -> str:
@@ -186,6 +204,36 @@ def _window_of_partition(key: str) -> tuple[str, str] | None:
             continue
         return start.strftime("%Y-%m-%d %H:%M:%S"), (start + step).strftime("%Y-%m-%d %H:%M:%S")
     return None
+
+
+@dataclass(frozen=True)
+class SourceLines:
+    """Where a rule sits in its YAML file (1-based lines), for error messages."""
+
+    rule: int | None = None  # the rule mapping's first line
+    end: int | None = None  # its last line
+    sql: int | None = None  # the first line of `params.sql`'s text
+
+
+def _file_line(lines: SourceLines | None, source: str, exc: ParamError) -> int | None:
+    """The file line of what a custom SQL check refused: the line of its token inside the rule, else the SQL's
+    own line counted from the start of `params.sql`, else the rule's first line."""
+    if lines is None:
+        return None
+    token = getattr(exc, "token", None)
+    start = lines.sql or lines.rule
+    if token and start and lines.end:
+        try:
+            text = Path(source).read_text(encoding="utf-8").splitlines()
+        except OSError:
+            text = []
+        for number in range(start, min(lines.end, len(text)) + 1):
+            if token.lower() in text[number - 1].lower():
+                return number
+    sql_line = getattr(exc, "line", None)
+    if lines.sql and sql_line:
+        return lines.sql + sql_line - 1
+    return start
 
 
 @dataclass(frozen=True)
@@ -299,8 +347,12 @@ def build_rule(
     schemas: Mapping[str, Mapping[str, str]] | None,
     tables: Mapping[str, Mapping[str, str] | None] | None,
     source: str = "<memory>",
+    lines: SourceLines | None = None,
 ) -> Rule:
-    """Validate one rule mapping; `schemas=None` skips asset/column existence checks (listing only)."""
+    """Validate one rule mapping; `schemas=None` skips asset/column existence checks (listing only).
+
+    `lines` (from `parse_rule_file_lines`) puts the file's line into the error of a refused custom SQL.
+    """
     rid = raw.get("id")
     where = f"{source}: rule {rid!r}"
 
@@ -330,6 +382,11 @@ def build_rule(
     if dimension not in DIMENSIONS:
         raise fail(f"dimension must be one of {', '.join(DIMENSIONS)}, got {dimension!r}")
 
+    try:
+        reads = _reads(raw.get("reads"), tables)
+    except ParamError as exc:
+        raise fail(str(exc)) from None
+
     cols = schemas.get(asset) if schemas is not None else None
     raw_params = raw.get("params") or {}
     if not isinstance(raw_params, Mapping):
@@ -342,6 +399,13 @@ def build_rule(
         sql = RuleSql(**{k: fill(v, {}, keep) for k, v in sql.pieces().items()})
     except ParamError as exc:
         raise fail(str(exc)) from None
+    if template.name == "custom_sql":
+        try:
+            check_custom_sql(params["sql"], reads)
+        except ParamError as exc:
+            line = _file_line(lines, source, exc)
+            at = f"{source}:{line}" if line else source
+            raise RuleError(f"{at}: rule {rid!r} (asset {asset}): {exc}") from None
 
     comparator, expect = _expectation(raw, template, fail)
     limit = raw.get("sample_limit")
@@ -363,7 +427,25 @@ def build_rule(
         sql=sql,
         source=source,
         version=rule_version(template, sql, params, expect, comparator, severity),
+        reads=reads,
     )
+
+
+def _reads(value: Any, tables: Mapping[str, Mapping[str, str] | None] | None) -> tuple[str, ...]:
+    """The `reads:` declaration: a list of db.table names, each a known table when known tables are given."""
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ParamError(f"'reads' must be a list of tables db.table, got {value!r}")
+    out = []
+    for item in items:
+        name = check_declared_table(item)
+        if tables is not None and name not in tables:
+            known = ", ".join(sorted(tables)) or "(none)"
+            raise ParamError(f"'reads' names unknown table {name!r} (known tables: {known})")
+        out.append(name)
+    return tuple(dict.fromkeys(out))
 
 
 def _sample_key(value: Any, cols: Mapping[str, str] | None) -> list[str]:
@@ -414,25 +496,60 @@ _RuleLoader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: load
 
 
 def parse_rule_file(path: Path) -> list[dict[str, Any]]:
-    """The raw rule mappings of one YAML file, with the file-wide `asset` applied."""
+    """The raw rule mappings of one YAML file, with the file-wide `asset` and `reads` applied."""
+    return [raw for raw, _ in parse_rule_file_lines(path)]
+
+
+def _lines_of(node: Any) -> list[SourceLines]:
+    """SourceLines of each rule mapping of a composed rule file (a sequence, or a mapping with `rules`)."""
+    if isinstance(node, yaml.MappingNode):
+        node = next((v for k, v in node.value if getattr(k, "value", None) == "rules"), None)
+    if not isinstance(node, yaml.SequenceNode):
+        return []
+    out = []
+    for item in node.value:
+        sql = None
+        if isinstance(item, yaml.MappingNode):
+            params = next((v for k, v in item.value if getattr(k, "value", None) == "params"), None)
+            if isinstance(params, yaml.MappingNode):
+                sql = next((v for k, v in params.value if getattr(k, "value", None) == "sql"), None)
+        first_sql = None
+        if isinstance(sql, yaml.ScalarNode):
+            # A block scalar's text starts on the line after its `|` / `>` indicator.
+            first_sql = sql.start_mark.line + (2 if sql.style in ("|", ">") else 1)
+        out.append(SourceLines(item.start_mark.line + 1, item.end_mark.line + 1, first_sql))
+    return out
+
+
+def parse_rule_file_lines(path: Path) -> list[tuple[dict[str, Any], SourceLines | None]]:
+    """`parse_rule_file` with where each rule sits in the file."""
     try:
-        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_RuleLoader)  # a SafeLoader subclass
+        loader = _RuleLoader(path.read_text(encoding="utf-8"))  # a SafeLoader subclass
+        try:
+            node = loader.get_single_node()
+            doc = None if node is None else loader.construct_document(node)
+        finally:
+            loader.dispose()
     except OSError as exc:
         raise RuleError(f"{path}: cannot read: {exc}") from None
     except yaml.YAMLError as exc:
         hint = ' (quote comparators in YAML: comparator: ">=")'
         raise RuleError(f"{path}: not valid YAML: {exc}{hint}") from None
-    default_asset = None
+    default_asset = default_reads = None
     if doc is None:
         return []
     if isinstance(doc, Mapping):
-        extra = sorted(set(doc) - {"asset", "rules"})
+        extra = sorted(set(doc) - set(FILE_KEYS))
         if extra:
-            raise RuleError(f"{path}: unknown top-level key(s) {', '.join(extra)} (allowed: asset, rules)")
+            raise RuleError(
+                f"{path}: unknown top-level key(s) {', '.join(extra)} (allowed: {', '.join(FILE_KEYS)})"
+            )
         default_asset = doc.get("asset")
+        default_reads = doc.get("reads")
         doc = doc.get("rules") or []
     if not isinstance(doc, list):
         raise RuleError(f"{path}: expected a list of rules or a mapping with 'rules'")
+    lines = _lines_of(node)
     out = []
     for i, item in enumerate(doc):
         if not isinstance(item, Mapping):
@@ -440,7 +557,9 @@ def parse_rule_file(path: Path) -> list[dict[str, Any]]:
         item = dict(item)
         if default_asset is not None:
             item.setdefault("asset", default_asset)
-        out.append(item)
+        if default_reads is not None:
+            item.setdefault("reads", default_reads)
+        out.append((item, lines[i] if i < len(lines) else None))
     return out
 
 
@@ -472,8 +591,8 @@ def load_rules(
     rules: list[Rule] = []
     seen: dict[tuple[str, str], str] = {}
     for path in rule_files(paths):
-        for raw in parse_rule_file(path):
-            rule = build_rule(raw, schemas, tables, source=str(path))
+        for raw, lines in parse_rule_file_lines(path):
+            rule = build_rule(raw, schemas, tables, source=str(path), lines=lines)
             key = (rule.asset, rule.id)
             if key in seen:
                 raise RuleError(

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,6 +199,10 @@ def _table(spec: ParamSpec, value: Any, schemas: Schemas) -> str:
     db, _, name = value.partition(".")
     if not (IDENTIFIER.match(db) and IDENTIFIER.match(name)):
         raise ParamError(f"param '{spec.name}' must be a table name of plain identifiers, got {value!r}")
+    from sharp_dagster.dqc.sqlguard import DATA_SOURCES
+
+    if db.lower() in DATA_SOURCES:  # Spark would read `name` as a path through that data source
+        raise ParamError(f"param '{spec.name}': {db!r} is a Spark data source, {value} would read a path")
     if schemas.tables is not None and value not in schemas.tables:
         known = ", ".join(sorted(schemas.tables)) or "(none)"
         raise ParamError(f"unknown table '{value}' in param '{spec.name}' (known tables: {known})")
@@ -517,32 +521,28 @@ def _reconciliation(p, f, k, types=None) -> RuleSql:
     return RuleSql(scan=_metric(p, "column"), reference=ref)
 
 
-def check_custom_sql(text: str) -> None:
-    """Custom SQL must be one SELECT (no DDL/DML, no second statement) using only known placeholders."""
-    import sqlglot
-    from sqlglot import exp
+def check_custom_sql(text: str, reads: Iterable[str] = ()) -> None:
+    """Custom SQL must be one SELECT (no DDL/DML, no second statement) using only known placeholders, reading
+    only `${table}`, its own CTEs and the `reads` tables, and calling nothing that reaches the JVM or the file
+    system (`sharp_dagster.dqc.sqlguard`). Raises `ParamError` (a `SqlRejected` with the SQL line when it can)."""
+    from sharp_dagster.dqc.sqlguard import STAGED_PROBE, check_select
 
     names = set(PLACEHOLDER.findall(text))
     unknown = sorted(names - CONTEXT_VARIABLES)
     if unknown:
         known = ", ".join("${" + n + "}" for n in sorted(CONTEXT_VARIABLES))
         raise ParamError(f"custom sql: unknown placeholder(s) {', '.join(unknown)} (known: {known})")
-    probe = PLACEHOLDER.sub(lambda m: "__dqc_view" if m.group(1) == "table" else "0", text)
+    if STAGED_PROBE in text.lower():
+        raise ParamError(f"custom sql may not name {STAGED_PROBE}: read the partition through ${{table}}")
+    probe = PLACEHOLDER.sub(lambda m: STAGED_PROBE if m.group(1) == "table" else "0", text)
     if "${" in probe:
         # e.g. ${spark.app.name}: Spark's own variable substitution would expand it; only ours are allowed.
         raise ParamError("custom sql: only ${name} placeholders of the run context are allowed")
-    try:
-        statements = [s for s in sqlglot.parse(probe, read="spark") if s is not None]
-    except sqlglot.errors.ParseError as exc:
-        raise ParamError(f"custom sql does not parse: {str(exc).splitlines()[0]}") from None
-    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
-        raise ParamError("custom sql must be exactly one SELECT statement returning one scalar")
-    if "${table}" not in text:
-        raise ParamError("custom sql must read the partition through ${table}")
+    check_select(probe, reads)
 
 
 def _custom_sql(p, f, k, types=None) -> RuleSql:
-    check_custom_sql(p["sql"])
+    # The SQL is checked by `build_rule` (with the rule's `reads:` declaration) and again by the compiler.
     return RuleSql(query=p["sql"].strip().rstrip(";"))
 
 

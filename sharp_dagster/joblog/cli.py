@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sharp_dagster.cli import CliError
-from sharp_dagster.db import DatabaseUnavailable
-from sharp_dagster.joblog.planner import Period, PeriodSpec, pending_queue, refresh_periods
-from sharp_dagster.joblog.store import JobLog, JobLogError, JobRun, utcnow
+
+# The job log's engine (SQLAlchemy, Alembic) is imported inside the commands: building the CLI's parser, which
+# every `sharp-dagster` call does, must not pay for it.
+if TYPE_CHECKING:
+    from sharp_dagster.joblog.planner import Period, PeriodSpec
+    from sharp_dagster.joblog.store import JobLog, JobRun
 
 _ASSET_KEY = re.compile(r"^[A-Za-z0-9_\-]+(/[A-Za-z0-9_\-]+)+$")
 
@@ -59,6 +62,9 @@ def register(subparsers: Any) -> None:
 
 
 def _job_log(args: argparse.Namespace) -> JobLog:
+    from sharp_dagster.db import DatabaseUnavailable
+    from sharp_dagster.joblog.store import JobLog
+
     try:
         return JobLog(getattr(args, "db_url", None))
     except DatabaseUnavailable as exc:
@@ -123,6 +129,8 @@ def _first_line(text: str | None, width: int = 80) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from sharp_dagster.joblog.store import utcnow
+
     if args.limit < 1:
         raise CliError(f"--limit must be at least 1, got {args.limit}")
     job_log = _job_log(args)
@@ -180,6 +188,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from sharp_dagster.joblog.planner import pending_queue
+    from sharp_dagster.joblog.store import utcnow
+
     spec = _spec_of(args.asset)
     job_log = _job_log(args)
     now = utcnow()
@@ -232,6 +243,8 @@ def _queue_lines(queue: list[Period], spec: PeriodSpec) -> list[str]:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
+    from sharp_dagster.joblog.planner import refresh_periods
+
     spec = _spec_of(args.asset)
     try:
         periods = refresh_periods(spec, args.from_, args.to)
@@ -250,6 +263,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_takeover(args: argparse.Namespace) -> int:
+    from sharp_dagster.joblog.store import JobLogError, utcnow
+
     job_log = _job_log(args)
     reason = args.reason or f"taken over from the command line at {utcnow():%Y-%m-%d %H:%M:%S} UTC"
     try:

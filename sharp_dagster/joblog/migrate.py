@@ -44,10 +44,10 @@ def _secret_free(exc: BaseException, engine: Engine) -> str:
     """The driver's message with the password removed, in case a driver ever echoes the DSN."""
     message = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     first = message[0] if message else type(exc).__name__
+    from sharp_dagster.joblog.redact import scrub_text
+
     password = engine.url.password
-    if password:
-        first = first.replace(str(password), "***")
-    return first
+    return scrub_text(first, extra_secrets=[str(password)] if password else ()) or first
 
 
 def connect_or_raise(engine: Engine) -> Connection:

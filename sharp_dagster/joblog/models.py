@@ -15,6 +15,7 @@ Conventions, fixed here because every reader of these tables depends on them:
 * All times are naive UTC (`datetime.now(UTC)` without tzinfo), written by the Python side.
 * `step_log.duration` is in milliseconds.
 * `job_period` is in minutes (1440 daily, 60 hourly, 0 for on-demand auto-increment / Kafka runs).
+* The fencing token of a claim is its `attempt`; `publish_time` records when that attempt was allowed to publish.
 
 Beyond the seed tables: `job_claim` (one row per period being run, the atomic claim), `alert_log`
 (alert de-duplication), and two small tables that make planning independent of history size:
@@ -83,6 +84,9 @@ job_log = Table(
     Column("heartbeat_time", DateTime, nullable=True),
     Column("attempt", Integer, nullable=False, server_default="1"),
     Column("error", Text, nullable=True),
+    # When this attempt passed `JobLog.assert_current` (its fencing token was current) right before its table
+    # commit; NULL for attempts that never published. Added by migration 0003.
+    Column("publish_time", DateTime, nullable=True),
     UniqueConstraint("job_schedule_id", "attempt", name="uq_job_log_schedule_attempt"),
     # The planner reads one asset's rows by range start; status in the index keeps those reads index-only.
     # MySQL cannot index 1024 utf8mb4 characters, hence the prefix length there.
@@ -119,7 +123,8 @@ step_log = Table(
 )
 
 # A claim is an INSERT: the primary key makes a second concurrent claim of the same period fail on every
-# database. A stale claim is taken over by a compare-and-set UPDATE on (job_schedule_id, job_id).
+# database. A stale claim is taken over by a compare-and-set UPDATE on (job_schedule_id, job_id, heartbeat_time):
+# a heartbeat that lands after the taker's read changes heartbeat_time, and the takeover then matches nothing.
 job_claim = Table(
     "job_claim",
     metadata,

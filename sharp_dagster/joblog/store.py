@@ -6,8 +6,19 @@ Guarantees (by construction on SQLite, PostgreSQL and MySQL; tested on SQLite an
   key turns a concurrent second claim into an IntegrityError, which becomes `ClaimRefused` naming the holder.
   (Sharp ETL did SELECT-then-INSERT, so two simultaneous starts both ran.)
 * A holder that stopped sending heartbeats for `stale_after_s` (`SHARP_CLAIM_TIMEOUT_S`, default 120 s) is taken
-  over by a compare-and-set UPDATE of its claim row; its job_log row becomes FAILURE with the reason. A taken-over
-  run finds out at its next heartbeat or at `finish`, which then raises `ClaimLost` and records nothing.
+  over by a compare-and-set UPDATE of its claim row that matches the job id *and the heartbeat time the taker read
+  and judged stale*: a holder whose heartbeat lands between that read and the UPDATE keeps its claim (the UPDATE
+  changes no row) and its job_log row is left alone. Only a successful takeover marks the old row FAILURE. A
+  taken-over run finds out at its next heartbeat or at `finish`, which then raises `ClaimLost` and records nothing.
+  `inspect_claim` + `take_over` are the two steps of that takeover, public so that tests can interleave a
+  heartbeat between them without sleeping.
+* Every claim carries a fencing token, its attempt number (`JobHandle.token`). `assert_current(handle, token)`
+  checks in one transaction that the period's claim is still held by the attempt with that token and records the
+  publish (`job_log.publish_time`); a table commit made after it cannot come from a run that lost its claim
+  before the check. It also refreshes the heartbeat, so a takeover needs a whole claim timeout after the check:
+  the commit that follows must take less than that (the remaining window).
+* Heartbeats are sent every `heartbeat_interval_s()`: `SHARP_HEARTBEAT_INTERVAL_S`, else min(10 s, a quarter of
+  the claim timeout), so a claim timeout under 10 s never loses a healthy holder.
 * `finish` deletes the claim and writes the final status in one transaction.
 * Every status change of a time-window period also updates the asset's success spans (`spans.py`) in the same
   transaction: a claim removes the period, a success adds it, so the planner reads job_log rows only inside the
@@ -80,6 +91,30 @@ def claim_timeout_s() -> float:
     return value
 
 
+MAX_HEARTBEAT_INTERVAL_S = 10.0
+
+
+def heartbeat_interval_s(timeout_s: float | None = None) -> float:
+    """Seconds between heartbeats: `SHARP_HEARTBEAT_INTERVAL_S`, else min(10, claim timeout / 4).
+
+    Derived from the claim timeout (`timeout_s`, default `SHARP_CLAIM_TIMEOUT_S`) so that three beats can be lost
+    before a healthy holder looks stale, whatever the timeout. An explicit interval must be below the timeout.
+    """
+    timeout = claim_timeout_s() if timeout_s is None else float(timeout_s)
+    raw = os.environ.get("SHARP_HEARTBEAT_INTERVAL_S", "").strip()
+    if not raw:
+        return min(MAX_HEARTBEAT_INTERVAL_S, timeout / 4)
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"SHARP_HEARTBEAT_INTERVAL_S must be a number of seconds, got {raw!r}") from None
+    if not 0 < value < timeout:
+        raise ValueError(
+            f"SHARP_HEARTBEAT_INTERVAL_S must be positive and below the claim timeout ({timeout:g}s), got {raw!r}"
+        )
+    return value
+
+
 def schedule_id_for(job_name: str, range_start: str) -> str:
     """`job_name-range_start`; long (JSON) starts are hashed so the id fits its indexed column."""
     if len(range_start) > _SCHEDULE_START_MAX:
@@ -125,7 +160,15 @@ class NotRunning(JobLogError):
 
 
 class StillAlive(JobLogError):
-    """Takeover refused: the job's heartbeat is fresh."""
+    """Takeover refused: the job's heartbeat is fresh (or it arrived while the takeover was being made)."""
+
+
+class _NothingChanged(Exception):
+    """Internal: a compare-and-set matched nothing; raised inside a transaction to roll it back."""
+
+
+class StaleToken(ClaimLost):
+    """`assert_current`: the period's claim is no longer held with this fencing token; do not publish."""
 
 
 class ClaimWindow(Protocol):
@@ -159,6 +202,11 @@ class JobHandle:
     took_over_job_id: str | None = None
     # Set by the heartbeat thread when the claim was taken over; step() and finish() then raise ClaimLost.
     lost: str | None = None
+
+    @property
+    def token(self) -> int:
+        """The fencing token of this claim: its attempt number, unique per period and increasing."""
+        return self.attempt
 
 
 @dataclass
@@ -253,6 +301,7 @@ class JobRun:
     success_count: int | None = None
     failure_count: int | None = None
     steps: tuple[StepRun, ...] = ()
+    publish_time: datetime | None = None  # when this attempt passed `assert_current` (its fencing token)
 
     def duration_s(self, now: datetime | None = None) -> float | None:
         if self.job_start_time is None:
@@ -312,6 +361,7 @@ def _job_run(row: Any, steps: Sequence[StepRun] = ()) -> JobRun:
         success_count=sum(succ) if succ else None,
         failure_count=sum(fail) if fail else None,
         steps=tuple(steps),
+        publish_time=getattr(row, "publish_time", None),
     )
 
 
@@ -362,6 +412,9 @@ class JobLog:
         self.engine: Engine = ensure_schema(engine)
         self._clock = clock or utcnow
         self._assets_known: set[str] = set()
+        # Called with the claim row a takeover read and judged stale, just before its compare-and-set (claim and
+        # `takeover`). Tests put a heartbeat here to interleave "heartbeat arrives during a takeover" exactly.
+        self.takeover_hook: Callable[[Any], None] | None = None
 
     def now(self) -> datetime:
         return self._clock()
@@ -490,10 +543,18 @@ class JobLog:
                 f"heartbeat lost since {_fmt(holder.heartbeat_time)} UTC, taken over by run {run_id} "
                 f"(job {job_id}) at {_fmt(now)} UTC"
             )
+            if self.takeover_hook is not None:
+                self.takeover_hook(holder)
             with self.engine.begin() as conn:
+                # Compare-and-set on what was judged stale: the holder's job id AND the heartbeat time read above.
+                # A heartbeat that landed since then changed heartbeat_time, so this matches no row.
                 taken = conn.execute(
                     update(job_claim)
-                    .where(job_claim.c.job_schedule_id == schedule_id, job_claim.c.job_id == holder.job_id)
+                    .where(
+                        job_claim.c.job_schedule_id == schedule_id,
+                        job_claim.c.job_id == holder.job_id,
+                        job_claim.c.heartbeat_time == holder.heartbeat_time,
+                    )
                     .values(job_id=job_id, run_id=run_id, claimed_at=now, heartbeat_time=now)
                 ).rowcount
                 if taken == 1:
@@ -506,12 +567,55 @@ class JobLog:
             if taken == 1:
                 log.warning("%s: %s", schedule_id, reason)
                 return new_handle(job_id, attempt, now, took_over=holder.job_id)
-            # Someone else took it over or it finished: go round again.
+            # The holder sent a heartbeat, finished, or someone else took over: look again (a live holder now
+            # refuses this claim with a fresh heartbeat).
         raise JobLogError(f"could not claim {schedule_id}: it changed hands ten times while trying")
 
     def _claim_row(self, schedule_id: str) -> Any:
         with self.engine.connect() as conn:
             return conn.execute(select(job_claim).where(job_claim.c.job_schedule_id == schedule_id)).first()
+
+    def inspect_claim(self, job_schedule_id: str) -> Any:
+        """The claim row of a period (job_id, run_id, claimed_at, heartbeat_time), or None when it is free."""
+        return self._claim_row(job_schedule_id)
+
+    def assert_current(self, handle: JobHandle, token: int | None = None) -> datetime:
+        """Check that the period is still claimed with fencing token `token` (default: the handle's) and record
+        the publish, in one transaction; returns the publish time. Call it right before the table commit.
+
+        Raises `StaleToken` (a `ClaimLost`), changing nothing, when the claim was taken over, released, or is held
+        with another token. The check is a write (the claim's heartbeat is refreshed, only where the holder's
+        attempt equals the token), so the claim row stays locked until the publish is recorded: a concurrent
+        takeover either commits first (this check then fails) or waits and then finds a fresh heartbeat.
+        """
+        token = handle.token if token is None else int(token)
+        now = self.now()
+        holder_with_token = (
+            select(job_log.c.job_id)
+            .where(job_log.c.job_schedule_id == handle.job_schedule_id, job_log.c.attempt == token)
+            .scalar_subquery()
+        )
+        with self.engine.begin() as conn:
+            held = conn.execute(
+                update(job_claim)
+                .where(
+                    job_claim.c.job_schedule_id == handle.job_schedule_id,
+                    job_claim.c.job_id == handle.job_id,
+                    job_claim.c.job_id == holder_with_token,
+                )
+                .values(heartbeat_time=now)
+            ).rowcount
+            if held == 1:
+                conn.execute(
+                    update(job_log)
+                    .where(job_log.c.job_id == handle.job_id, job_log.c.status == RUNNING)
+                    .values(publish_time=now, heartbeat_time=now, last_update_time=now)
+                )
+        if held != 1:
+            lost = self._lost_message(handle)
+            handle.lost = handle.lost or lost
+            raise StaleToken(f"{lost}; publishing with fencing token {token} refused")
+        return now
 
     def heartbeat(self, handle: JobHandle) -> None:
         """Refresh the claim; raises `ClaimLost` when another run has taken it over."""
@@ -545,11 +649,10 @@ class JobLog:
     def heartbeating(self, handle: JobHandle, interval_s: float | None = None) -> Iterator[Heartbeat]:
         """Send heartbeats from a background thread while the block runs.
 
-        `interval_s` defaults to `SHARP_HEARTBEAT_INTERVAL_S`, else a quarter of the claim timeout.
+        `interval_s` defaults to `heartbeat_interval_s()` (from the claim timeout).
         """
         if interval_s is None:
-            raw = os.environ.get("SHARP_HEARTBEAT_INTERVAL_S", "").strip()
-            interval_s = float(raw) if raw else claim_timeout_s() / 4
+            interval_s = heartbeat_interval_s()
         beat = Heartbeat(self, handle, interval_s).start()
         try:
             yield beat
@@ -647,22 +750,54 @@ class JobLog:
                 f"job {job_id} (run {row.run_id}) sent a heartbeat {(now - beat).total_seconds():.0f}s ago "
                 f"(stale after {stale:g}s); force the takeover if that run is really gone"
             )
-        with self.engine.begin() as conn:
-            ended = conn.execute(
-                update(job_log)
-                .where(job_log.c.job_id == job_id, job_log.c.status == RUNNING)
-                .values(status=FAILURE, error=_error_text(reason), job_end_time=now, last_update_time=now)
-            ).rowcount
-            conn.execute(
-                delete(job_claim).where(
-                    job_claim.c.job_schedule_id == row.job_schedule_id, job_claim.c.job_id == job_id
-                )
-            )
+        holds = holder is not None and holder.job_id == job_id
+        if self.takeover_hook is not None:
+            self.takeover_hook(holder if holds else row)
+        ended = 0
+        try:
+            self._end_stale(row, holder if holds else None, force, reason, now)
+            ended = 1
+        except _NothingChanged:
+            pass
         if ended != 1:
+            latest = self.get(job_id)
+            if latest is not None and latest.status == RUNNING:
+                raise StillAlive(
+                    f"job {job_id} (run {row.run_id}) sent a heartbeat while it was being taken over; "
+                    "nothing was changed"
+                )
             raise NotRunning(f"job {job_id} finished while it was being taken over")
         result = self.get(job_id)
         assert result is not None
         return result
+
+    def _end_stale(self, row: JobRun, holder: Any, force: bool, reason: str, now: datetime) -> None:
+        """`takeover`'s transaction: release the claim and end the row, or raise `_NothingChanged` (rolled back).
+
+        Compare-and-set on the heartbeat judged stale (unless forced): a heartbeat that arrived since then makes
+        the DELETE match nothing, and the job is left running and claimed.
+        """
+        with self.engine.begin() as conn:
+            if holder is not None:
+                where = [job_claim.c.job_schedule_id == row.job_schedule_id, job_claim.c.job_id == row.job_id]
+                if not force:
+                    where.append(job_claim.c.heartbeat_time == holder.heartbeat_time)
+                if conn.execute(delete(job_claim).where(*where)).rowcount != 1:
+                    raise _NothingChanged
+            where = [job_log.c.job_id == row.job_id, job_log.c.status == RUNNING]
+            if not force and holder is None:
+                where.append(
+                    job_log.c.heartbeat_time.is_(None)
+                    if row.heartbeat_time is None
+                    else job_log.c.heartbeat_time == row.heartbeat_time
+                )
+            ended = conn.execute(
+                update(job_log)
+                .where(*where)
+                .values(status=FAILURE, error=_error_text(reason), job_end_time=now, last_update_time=now)
+            ).rowcount
+            if ended != 1:
+                raise _NothingChanged  # rolls the claim's DELETE back too
 
     # ------------------------------------------------------------------ steps and attributes
 

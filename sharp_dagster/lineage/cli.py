@@ -4,6 +4,7 @@
 - `lineage graph TABLE --direction up|down|both [--depth N] [--columns]` prints the seed-003 JSON graph.
 - `lineage impact TABLE.COLUMN` prints the downstream columns (and dependent tables) a column change breaks.
 - `lineage check` lists governance violations; exit status 1 when there is any.
+- `lineage serve [--host H] [--port N]` starts the lineage explorer (a web page per table) on loopback.
 
 graph / impact / check build the project graph from the warehouse catalog, loaded only when those commands run.
 """
@@ -16,7 +17,9 @@ import sys
 from typing import Any
 
 from sharp_dagster.cli import CliError
-from sharp_dagster.lineage.parser import LineageParseError, parse_script
+
+# Engines (sqlglot, the catalog, the explorer's server) are imported inside the command that uses them, so that
+# building the CLI's parser stays cheap: `sharp-dagster --help` and `lineage parse` must start in well under 1 s.
 
 
 def _load_catalog() -> Any:
@@ -35,6 +38,8 @@ def _project_graph() -> Any:
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
+    from sharp_dagster.lineage.parser import LineageParseError, parse_script
+
     sql = sys.stdin.read()
     schema = None
     if args.schema:
@@ -93,6 +98,20 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    # Imported here: the server is only needed by this command.
+    from sharp_dagster.lineage.explorer.server import serve
+
+    if not 0 <= args.port <= 65535:
+        raise CliError(f"--port must be 0..65535, not {args.port}")
+    graph = _project_graph()
+    try:
+        serve(graph, host=args.host, port=args.port)
+    except OSError as exc:
+        raise CliError(str(exc)) from exc
+    return 0
+
+
 def register(subparsers: Any) -> None:
     lineage = subparsers.add_parser("lineage", help="SQL lineage: parse scripts, walk the graph, check rules")
     sub = lineage.add_subparsers(dest="lineage_command", required=True, metavar="SUBCOMMAND")
@@ -116,3 +135,8 @@ def register(subparsers: Any) -> None:
 
     p = sub.add_parser("check", help="governance rules (layering, naming); exit 1 on a violation")
     p.set_defaults(func=_cmd_check)
+
+    p = sub.add_parser("serve", help="the lineage explorer: a web page per table, with a JSON API")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    p.add_argument("--port", type=int, default=3070, help="port (default 3070; 0 picks a free one)")
+    p.set_defaults(func=_cmd_serve)

@@ -5,7 +5,16 @@ query's scopes itself (FROM sources, CTEs, subqueries, lateral views, set operat
 to the source columns its value is computed from. Columns that only steer which rows arrive (WHERE, JOIN ON,
 GROUP BY, HAVING, ORDER BY, window PARTITION BY / ORDER BY) are kept apart as dataset-level dependencies, like
 OpenLineage's INDIRECT lineage. Tables that a script creates and drops again (temporary views, CACHE TABLE,
-CREATE TABLE tmp ... DROP TABLE tmp) are hidden and their lineage passes through to the real targets.
+CREATE TABLE tmp ... DROP TABLE tmp, Spark's global temporary views read as global_temp.<name>) are hidden and their
+lineage passes through to the real targets: a temporary table is never a final node.
+
+Statements besides queries: `CREATE TABLE` without a query is a target with no sources (its columns listed);
+`CREATE TABLE t LIKE s` / `CLONE s` make `t` depend on `s` column by column under the same names; `ALTER TABLE a
+RENAME TO b` (and MySQL's `RENAME TABLE`) gives `b` the lineage of `a` (see `_Engine.rename`; listed in
+`ScriptLineage.renames`); `ALTER TABLE d EXCHANGE PARTITION (...) WITH TABLE s` moves `s`'s rows into `d` (both
+ways in MySQL, where it is a swap); the subqueries of `INSERT ... VALUES` are sources. Statements sqlglot keeps as
+opaque Commands are read in `commands`. A CTE wins over a same-named table inside its statement (not inside its own
+body, and not after the statement); a CTE nothing selects from is no source.
 
 Why not `sqlglot.lineage.lineage()`: it needs `qualify()` and works one output column at a time, which costs
 milliseconds to seconds per query; a single walk over the AST costs a fraction of the parse itself.
@@ -14,7 +23,8 @@ milliseconds to seconds per query; a single walk over the AST costs a fraction o
     >>> r.sources, r.targets, [(c.target, c.sources) for c in r.columns], r.dataset_dependencies
     (['ods.o'], ['dwd.t'], [('dwd.t.id', ['ods.o.id']), ('dwd.t.amt', ['ods.o.amt'])], ['ods.o.ok'])
 
-No Dagster import; nothing is cached between calls except sqlglot's (immutable) dialect objects.
+No Dagster import; nothing is cached between calls except sqlglot's (immutable) dialect objects. The cyclic GC is
+kept out of each call (`gc_quiet`), which is what kept the slowest calls from tens of milliseconds.
 """
 
 from __future__ import annotations
@@ -30,6 +40,9 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
+
+from sharp_dagster.lineage.commands import command_moves
+from sharp_dagster.lineage.gc_quiet import paused, release
 
 __all__ = ["ColumnLineage", "LineageParseError", "ScriptLineage", "parse_script", "SUPPORTED_DIALECTS"]
 
@@ -64,7 +77,8 @@ class ScriptLineage:
     `sources`/`targets` are the real tables read/written (temporary ones hidden), sorted. `columns` lists each
     target column once. `dataset_dependencies` holds the columns that filter, join, group, order or partition the
     rows written (dataset-level, not value-level). `target_sources`/`target_dependencies` give the same per target
-    (for scripts writing several tables); they are not part of `to_dict()`.
+    (for scripts writing several tables); `renames` lists the script's table renames as (old, new), in order. These
+    three are not part of `to_dict()`.
     """
 
     sources: list[str]
@@ -74,6 +88,7 @@ class ScriptLineage:
     elapsed_ms: float
     target_sources: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
     target_dependencies: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
+    renames: list[tuple[str, str]] = field(default_factory=list, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -198,7 +213,7 @@ class _Scope:
 class _Write:
     """One version of a table written by the script (CREATE starts a version, INSERT adds to the current one)."""
 
-    __slots__ = ("name", "cols", "deps", "tables", "hidden", "populated")
+    __slots__ = ("name", "cols", "deps", "tables", "hidden")
 
     def __init__(self, name: str, hidden: bool):
         self.name = name
@@ -206,7 +221,6 @@ class _Write:
         self.deps: set = set()
         self.tables: set = set()
         self.hidden = hidden
-        self.populated = False  # DDL alone writes no data: such a table is no lineage target
 
     def known_columns(self) -> list[str] | None:
         if not self.cols or "*" in self.cols:
@@ -221,9 +235,11 @@ def _with_set(cols: list[str] | None) -> tuple[list[str], frozenset] | None:
 class _Engine:
     """State of one parse_script call: the script's writes and the scope walk."""
 
-    def __init__(self, dialect: str, schema: Mapping[str, Mapping[str, str]] | None):
+    def __init__(self, dialect: str, dialect_obj: Dialect, schema: Mapping[str, Mapping[str, str]] | None):
         self.ci = dialect in _CASE_INSENSITIVE
         self.dialect = dialect
+        self.dialect_obj = dialect_obj
+        self.renames: list[tuple[str, str]] = []
         self.schema = schema or {}
         self._schema_ci: dict[str, Mapping[str, str]] | None = None
         self._schema_cache: dict[str, tuple[list[str], frozenset] | None] = {}
@@ -297,7 +313,7 @@ class _Engine:
         if t in _SETOP_TYPES:
             return self.setop(node, ctes, parent)
         if t is exp.Values:
-            return self.values(node)
+            return self.values(node, ctes, parent)
         # Anything else in query position (a bare table in FROM-less forms, a function): value columns only.
         rel = _Rel()
         srcs: set = set()
@@ -305,16 +321,25 @@ class _Engine:
         rel.add("_c0", srcs)
         return rel
 
-    def values(self, node: exp.Values) -> _Rel:
+    def values(self, node: exp.Values, ctes: dict[str, _Rel], parent: _Scope | None) -> _Rel:
+        """VALUES rows: column i reads what the rows' i-th values read (scalar subqueries, correlated columns);
+        tables read by those subqueries are sources, their filters dependencies."""
         rel = _Rel()
         rel.synthetic = True
         alias = node.args.get("alias")
         names = [self.norm(c.name) for c in alias.columns] if alias is not None and alias.columns else None
-        width = len(node.expressions[0].expressions) if node.expressions else 0
+        rows = [r.expressions if type(r) is exp.Tuple else [r] for r in node.expressions]
+        width = max((len(r) for r in rows), default=0)
         for i in range(width):
             rel.add(names[i] if names and i < len(names) else f"col{i + 1}", set())
         if names:
             rel.synthetic = False
+        scope = _Scope(parent, ctes)
+        for row in rows:
+            for i, value in enumerate(row):
+                if type(value) is not _Literal:
+                    self.walk(value, scope, rel.sources[i], rel.deps, None)
+        rel.tables |= scope.tables
         return rel
 
     def setop(self, node: exp.Expression, ctes: dict[str, _Rel], parent: _Scope | None) -> _Rel:
@@ -627,7 +652,6 @@ class _Engine:
     ) -> None:
         """Record `rel` written into `w`: outputs map by position to `target_cols` (else by their own names),
         then to the dynamic partition columns; static partition columns get a constant (no source)."""
-        w.populated = True
         w.deps |= rel.deps
         w.tables |= rel.tables
         n_out = len(rel.names)
@@ -683,7 +707,14 @@ class _Engine:
             self.merge(st)
         elif t is exp.Update:
             self.update(st)
-        # USE, SET, ADD JAR (Command), ANALYZE, DROP FUNCTION, DELETE, ...: no lineage.
+        elif t is exp.Alter:
+            for action in st.args.get("actions") or ():
+                if type(action) is exp.AlterRename and type(action.this) is _Table:
+                    self.rename(self.table_name(st.this), self.table_name(action.this))
+        elif t is exp.Command:
+            for move in command_moves(st, self.dialect_obj):
+                self.move(move.kind, self.table_name(move.target), self.table_name(move.source))
+        # USE, SET, ADD JAR (Command), ANALYZE, DROP FUNCTION, DELETE, RENAME COLUMN, ...: no lineage.
 
     def insert(self, ins: exp.Insert, from_override: Any = None) -> None:
         target = ins.this
@@ -693,7 +724,13 @@ class _Engine:
             target = target.this
         q = ins.args.get("expression")
         ctes = self.ctes(ins, {}, None)
-        rel = self.query(q, ctes, None, from_override) if q is not None else _Rel()
+        if q is None and type(ins.args.get("source")) is _Table:
+            # Spark's `INSERT INTO t TABLE s` is `INSERT INTO t SELECT * FROM s`.
+            q = exp.Select(expressions=[exp.Star()]).from_(ins.args["source"].copy(), copy=False)
+            rel = self.query(q, ctes, None, from_override)
+            release([q])
+        else:
+            rel = self.query(q, ctes, None, from_override) if q is not None else _Rel()
         if type(target) is not _Table:  # INSERT OVERWRITE DIRECTORY: reads only
             self.reads |= rel.tables
             return
@@ -732,26 +769,111 @@ class _Engine:
         if type(target) is not _Table:
             return
         props = st.args.get("properties")
-        temporary = False
+        temporary = is_global = False
         part_cols: list[str] = []
-        if props is not None:
-            for p in props.expressions:
-                if type(p) is exp.TemporaryProperty:
-                    temporary = True
-                elif type(p) is exp.PartitionedByProperty:
-                    schema = p.this
-                    items = schema.expressions if isinstance(schema, (exp.Schema, exp.Tuple)) else [schema]
-                    part_cols = [self.norm(c.name) for c in items]
+        like: exp.Expression | None = None
+        file_format = path = None
+        for p in props.expressions if props is not None else ():
+            tp = type(p)
+            if tp is exp.TemporaryProperty:
+                temporary = True
+            elif tp is exp.FileFormatProperty:
+                file_format = p.name.lower()
+            elif tp is exp.OptionsProperty:
+                path = next((o.text("value") for o in p.expressions if o.name.lower() == "path"), path)
+            elif tp is exp.GlobalProperty:
+                is_global = True
+            elif tp is exp.LikeProperty:
+                like = p.this
+            elif tp is exp.PartitionedByProperty:
+                schema = p.this
+                items = schema.expressions if isinstance(schema, (exp.Schema, exp.Tuple)) else [schema]
+                part_cols = [self.norm(c.name) for c in items]
+        if st.this is not target:  # MySQL `CREATE TABLE t (LIKE s)` puts LIKE among the column definitions
+            like = next((c.this for c in st.this.expressions if type(c) is exp.LikeProperty), like)
         name = self.table_name(target)
+        if is_global and temporary:
+            name = f"global_temp.{name}"  # Spark's global temporary views are read as global_temp.<name>
+        clone = st.args.get("clone")
+        if type(clone) is exp.Clone and type(clone.this) is _Table:
+            self.move("clone", name, self.table_name(clone.this), hidden=temporary)
+            return
+        if type(like) is _Table:
+            self.move("like", name, self.table_name(like), hidden=temporary)
+            return
         q = st.args.get("expression")
         if q is not None and isinstance(q, _QUERY_TYPES):
             rel = self.query(q, self.ctes(st, {}, None), None)
             self.write_rel(self.new_write(name, hidden=temporary), rel, coldefs)
             return
-        # DDL only: remember the columns (they name INSERT targets and expand SELECT *), write no data yet.
+        # DDL only: a target with no sources yet. Its columns name INSERT targets and expand SELECT * later on.
         w = self.new_write(name, hidden=temporary)
+        if temporary and file_format and path:
+            # `CREATE TEMPORARY VIEW v USING parquet OPTIONS (path '...')`: the view reads those files, named
+            # as Spark SQL names a path table (parquet.`/data/x`), so lineage passes through the view to them.
+            files = f"{file_format}.{path}"
+            w.tables.add(files)
+            if not coldefs:
+                w.cols["*"] = {(files, "*")}
         for c in (coldefs or []) + part_cols:
             w.cols.setdefault(c, set())
+
+    def same_name_columns(self, key: Key) -> dict[str, set]:
+        """Each column of a table (or of a version written earlier in the script) mapped to itself; a `*` column
+        when no schema knows them."""
+        if type(key) is int:
+            cols: list[str] | None = list(self.writes[key].cols) or None
+        else:
+            found = self.schema_columns(key)
+            cols = None if found is None else found[0]
+        if not cols:
+            return {"*": {(key, "*")}}
+        return {c: {(key, c)} for c in cols}
+
+    def move(self, kind: str, target: str, source: str, hidden: bool = False) -> None:
+        """A statement that lands `source`'s rows (or, for LIKE, its column layout) in `target`, column by
+        column under the same names.
+
+        like / clone: `target` is a new table. rename: see `rename`. exchange: a partition of `source` moves
+        into `target` (Hive: `ALTER TABLE target EXCHANGE PARTITION (..) WITH TABLE source`); MySQL's EXCHANGE
+        swaps the partition's rows with the other table's, so there the data moves both ways."""
+        if kind == "rename":
+            self.rename(source, target)
+            return
+        src_key, _ = self.resolve_table(source)
+        if kind == "exchange":
+            if self.dialect == "mysql":
+                dst_key, _ = self.resolve_table(target)
+                self._land(self.target_write(target), src_key)
+                self._land(self.target_write(source), dst_key)
+            else:
+                self._land(self.target_write(target), src_key)
+            return
+        self._land(self.new_write(target, hidden=hidden), src_key)
+
+    def _land(self, w: _Write, src_key: Key) -> None:
+        if src_key == w.name or src_key == self.current.get(w.name):
+            return  # a table moved onto itself: no lineage edge
+        w.tables.add(src_key)
+        for c, srcs in self.same_name_columns(src_key).items():
+            _merge(w.cols, c, srcs)
+
+    def rename(self, old: str, new: str) -> None:
+        """`ALTER TABLE old RENAME TO new`: `new` holds what `old` held, so it inherits `old`'s lineage.
+
+        A table the script itself wrote under `old` (the "build into staging, then rename" pattern) no longer
+        exists under that name: like a dropped one it is hidden, and `new` is reported with the real sources and
+        column lineage of what was written. A table that existed before the script is a source of `new` (a
+        dataset edge, with same-name column edges), as a lineage graph needs to connect `old`'s history to
+        `new`. Either way the rename is listed in `ScriptLineage.renames`."""
+        self.renames.append((old, new))
+        idx = self.current.pop(old, None)
+        if idx is None:
+            self._land(self.new_write(new, hidden=False), old)
+            return
+        was_hidden = self.writes[idx].hidden
+        self.writes[idx].hidden = True
+        self._land(self.new_write(new, hidden=was_hidden), idx)
 
     def merge(self, st: exp.Merge) -> None:
         target = st.this
@@ -767,7 +889,6 @@ class _Engine:
         self.walk(st.args["on"], scope, deps, deps, None)
         known_target = self.target_columns(name)
         w = self.target_write(name)
-        w.populated = True
         cols = w.cols
         whens = st.args.get("whens")
         for when in whens.expressions if whens is not None else ():
@@ -832,7 +953,6 @@ class _Engine:
             self.join(scope, j, rel)
         deps = rel.deps
         w = self.target_write(name)
-        w.populated = True
         for eq in st.expressions:
             out: set = set()
             self.walk(eq.expression, scope, out, deps, None)
@@ -904,8 +1024,6 @@ class _Engine:
                 tables, _ = self.hidden_closure(w.tables)
                 all_sources |= tables
                 continue
-            if not w.populated:
-                continue
             tables, hidden_deps = self.hidden_closure(w.tables)
             all_sources |= tables
             cols = by_target.setdefault(w.name, {})
@@ -932,6 +1050,7 @@ class _Engine:
             elapsed_ms=(time.perf_counter() - started) * 1000.0,
             target_sources={t: sorted(t_sources[t]) for t in targets},
             target_dependencies={t: sorted(f"{k}.{n}" for k, n in t_deps[t]) for t in targets},
+            renames=list(self.renames),
         )
 
 
@@ -1017,16 +1136,22 @@ def parse_script(
     if key not in SUPPORTED_DIALECTS:
         raise ValueError(f"unsupported SQL dialect {dialect!r}: use one of spark, hive, ansi, mysql")
     name = SUPPORTED_DIALECTS[key]
-    _quiet.on = True
-    try:
-        statements = _dialect(name).parse(sql)
-    except (ParseError, TokenError) as exc:
-        raise _parse_error(sql, exc) from exc
-    finally:
-        _quiet.on = False
-    engine = _Engine(name, schema)
-    live = [s for s in statements if s is not None]
-    last = len(live) - 1
-    for i, st in enumerate(live):
-        engine.statement(st, default_target if i == last else None)
-    return engine.result(started)
+    # The cyclic GC is paused for the call and the AST's cycles broken at its end (see gc_quiet: full collections
+    # inside a call were this function's 10-300 ms tail).
+    with paused():
+        _quiet.on = True
+        try:
+            statements = _dialect(name).parse(sql)
+        except (ParseError, TokenError) as exc:
+            raise _parse_error(sql, exc) from exc
+        finally:
+            _quiet.on = False
+        engine = _Engine(name, _dialect(name), schema)
+        live = [s for s in statements if s is not None]
+        last = len(live) - 1
+        try:
+            for i, st in enumerate(live):
+                engine.statement(st, default_target if i == last else None)
+        finally:
+            release(live)
+        return engine.result(started)

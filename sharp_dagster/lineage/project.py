@@ -60,11 +60,34 @@ def project_lineage(catalog: Any) -> dict[str, ScriptLineage]:
         # Reading no SQL table means the schema the first pass used was already complete.
         result = first[q] if not upstream[q] else _parse(tables[q], schema)
         results[q] = result
-        prefix = len(q) + 1
-        cols = [c.target[prefix:] for c in result.columns if c.target.startswith(q + ".")]
-        if cols and "*" not in cols:
-            schema[q] = {c: "" for c in cols}
+        known = sql_table_schema(tables[q], result)
+        if known:
+            schema[q] = known
     return results
+
+
+def sql_table_schema(table: Any, result: ScriptLineage) -> dict[str, str] | None:
+    """The columns a reader of a SQL table resolves against (None when its output is `*`, i.e. unknown).
+
+    A table's SQL selects its data columns; its partition columns (`dt`, and `hour` when hourly) are written
+    beside them and are what downstream SQL filters on, so they belong to the schema too.
+    """
+    q = table.qualified
+    cols = [c.target[len(q) + 1 :] for c in result.columns if c.target.startswith(q + ".")]
+    if not cols or "*" in cols:
+        return None
+    partition_cols = ("dt", "hour") if getattr(table, "grain", "daily") == "hourly" else ("dt",)
+    return {c: "" for c in (*cols, *partition_cols)}
+
+
+def project_schemas(catalog: Any, results: Mapping[str, ScriptLineage]) -> dict[str, Mapping[str, str]]:
+    """Every table's known columns: the catalog's external schemas and each SQL table's (`sql_table_schema`)."""
+    schema: dict[str, Mapping[str, str]] = dict(catalog.external_schemas or {})
+    for t in catalog.tables:
+        known = sql_table_schema(t, results[t.qualified]) if t.qualified in results else None
+        if known:
+            schema[t.qualified] = known
+    return schema
 
 
 def _split_column(ref: str) -> tuple[str, str]:

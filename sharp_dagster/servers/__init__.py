@@ -1,4 +1,4 @@
-"""Local servers for tests and the demo: a private MariaDB with a row binlog and a Tansu Kafka-protocol broker.
+"""Local servers for tests and the demo: a private MariaDB with a row binlog and an Apache Kafka broker (KRaft).
 
 Each server runs in a folder of its own on a free loopback port and is stopped by its own process id.
 """

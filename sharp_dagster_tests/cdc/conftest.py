@@ -1,4 +1,4 @@
-"""Fixtures of the CDC tests: one private MariaDB (row binlog) and one Tansu broker for the whole session.
+"""Fixtures of the CDC tests: one private MariaDB (row binlog) and one Apache Kafka broker for the whole session.
 
 Both start on free loopback ports with their files under the run's temp folder and are stopped by their own pid.
 Tests share them, so each test works in a database of its own (`cdc.new_database()`) with topics of its own, and
@@ -35,7 +35,7 @@ def mariadb(run_dir: Path):
 
 @pytest.fixture(scope="session")
 def broker(run_dir: Path):
-    server = LocalBroker(base_dir=run_dir / "tansu")
+    server = LocalBroker(base_dir=run_dir / "kafka")
     server.start()
     yield server
     server.stop()

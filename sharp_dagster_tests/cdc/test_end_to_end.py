@@ -1,6 +1,6 @@
 """Acceptance: MariaDB row binlog -> collector -> broker -> hourly landing -> checkdone -> daily merge = the source.
 
-Engine level (no Dagster), with the CDC session's real MariaDB and Tansu broker and the session's Spark. The shop
+Engine level (no Dagster), with the CDC session's real MariaDB and Kafka broker and the session's Spark. The shop
 database (`sharp_dagster.demo.shop`: user_info sharded into user_info_0..3, product, orders, order_item) gets an
 initial state and a snapshot bootstrap, then two days of changes (inserts, updates, primary-key changes, deletes,
 a delete + re-insert, NULLs, a cross-table transaction, and on day 2 an `ALTER TABLE ... ADD COLUMN`). After each

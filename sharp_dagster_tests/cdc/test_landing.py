@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from pathlib import Path
 
@@ -129,12 +130,19 @@ def test_land_collector_output_exactly_once_even_when_relanded_or_replayed(cdc, 
     assert len(rows) == len(changes) + 1 and len({r["event_uid"] for r in rows}) == len(rows)
 
 
-def _msg(table: str, pos: int, es: dt.datetime, kind: str = "INSERT", row: dict | None = None) -> bytes:
+def _msg(
+    table: str,
+    pos: int,
+    es: dt.datetime,
+    kind: str = "INSERT",
+    row: dict | None = None,
+    database: str = "qdb",
+) -> bytes:
     return encode(
         BinlogMessage(
             type=kind,
             source_id="synthetic",
-            database="qdb",
+            database=database,
             table=table,
             es=int(es.timestamp() * 1000),
             binlog_file="binlog.000001",
@@ -148,31 +156,39 @@ def _msg(table: str, pos: int, es: dt.datetime, kind: str = "INSERT", row: dict 
 
 def test_bad_messages_are_quarantined_and_counted_once(cdc, spark, table_store):
     topic = f"binlog.{cdc.new_database('qdb')}"
+    db = topic.removeprefix("binlog.")
     cdc.create_topic(topic, partitions=1)
     when = dt.datetime(2024, 3, 1, 10, 0, tzinfo=dt.UTC)
-    no_identity = json.loads(_msg("user_info_1", 20, when))
+    no_identity = json.loads(_msg("user_info_1", 20, when, database=db))
     del no_identity["binlogPos"]
+    list_type = json.loads(_msg("user_info_1", 60, when, database=db))
+    list_type["type"] = ["INSERT"]
     cdc.produce(
         topic,
         [
-            (0, _msg("user_info_1", 10, when)),
+            (0, _msg("user_info_1", 10, when, database=db)),
             (0, b"\x00\x01 definitely not json"),
             (0, json.dumps(no_identity).encode()),
-            (0, _msg("accounts", 30, when)),
-            (0, _msg("user_info_1", 40, when, kind="MERGE")),
-            (0, _msg("user_info_2", 50, when)),
+            (0, _msg("accounts", 30, when, database=db)),
+            (0, _msg("user_info_1", 40, when, kind="MERGE", database=db)),
+            (0, _msg("user_info_2", 50, when, database=db)),
+            # poison: none of these may stall the topic
+            (0, json.dumps(list_type).encode()),
+            (0, b"[" * 100_000 + b"]" * 100_000),
+            (0, _msg("user_info_1", 70, when, database="billing")),
         ],
         timestamp_ms=int(when.timestamp() * 1000),
     )
     rules = ShardRules.from_mapping({"user_info": r"user_info_(\d+)"})
-    db = topic.removeprefix("binlog.")
     result = land(spark, table_store, cdc.kafka, topic, None, "latest", rules)
-    assert (result.read, result.landed, result.quarantined) == (6, 2, 4)
+    assert (result.read, result.landed, result.quarantined) == (9, 2, 7)
     assert result.quarantine_reasons == {
-        "not JSON": 1,
+        "not JSON": 2,
         "no binlog identity": 1,
-        "unknown table qdb.accounts": 1,
+        f"unknown table {db}.accounts": 1,
         "unknown type 'MERGE'": 1,
+        "unknown type ['INSERT']": 1,
+        "wrong database": 1,
     }
     ref = quarantine_table_ref(db)
     assert table_store.list_partitions(ref) == [{"dt": "2024-03-01"}]
@@ -180,8 +196,11 @@ def test_bad_messages_are_quarantined_and_counted_once(cdc, spark, table_store):
     assert [(q.kafka_offset, q.reason.split(":")[0]) for q in quarantined] == [
         (1, "not JSON"),
         (2, "no binlog identity"),
-        (3, "unknown table qdb.accounts"),
+        (3, f"unknown table {db}.accounts"),
         (4, "unknown type 'MERGE'"),
+        (6, "unknown type ['INSERT']"),
+        (7, "not JSON"),
+        (8, "wrong database"),
     ]
     assert (
         bytes(quarantined[0].raw_value) == b"\x00\x01 definitely not json"
@@ -189,8 +208,8 @@ def test_bad_messages_are_quarantined_and_counted_once(cdc, spark, table_store):
     )
 
     again = land(spark, table_store, cdc.kafka, topic, result.start_offsets, result.end_offsets, rules)
-    assert again.quarantined == 4 and again.landed == 0
-    assert table_store.read_partitions(ref, [{"dt": "2024-03-01"}]).count() == 4
+    assert again.quarantined == 7 and again.landed == 0
+    assert table_store.read_partitions(ref, [{"dt": "2024-03-01"}]).count() == 7
 
     with pytest.raises(LandingError, match="beyond the end offset"):
         land(spark, table_store, cdc.kafka, topic, {0: 99}, "latest", rules)
@@ -198,6 +217,7 @@ def test_bad_messages_are_quarantined_and_counted_once(cdc, spark, table_store):
 
 def test_done_markers_follow_the_low_watermark_across_partitions(cdc, spark, table_store):
     db = cdc.new_database("wm")
+    msg = functools.partial(_msg, database=db)
     topic = f"binlog.{db}"
     cdc.create_topic(topic, partitions=2)
     rules = ShardRules.from_mapping({"user_info": r"user_info_(\d+)"})
@@ -226,20 +246,20 @@ def test_done_markers_follow_the_low_watermark_across_partitions(cdc, spark, tab
     at = lambda h, m, d=0: day + dt.timedelta(days=d, hours=h, minutes=m)  # noqa: E731
 
     # Partition 1 has shown no event time yet: nothing can be done, however far partition 0 got.
-    assert step([(0, _msg("user_info_1", 100, at(0, 10))), (0, _msg("user_info_1", 200, at(5, 20)))]) == []
+    assert step([(0, msg("user_info_1", 100, at(0, 10))), (0, msg("user_info_1", 200, at(5, 20)))]) == []
     assert state["watermarks"][1] is None
     # Partition 1 at 00:30: the low watermark 00:30 < 01:00 + 15 min.
-    assert step([(1, _msg("user_info_2", 300, at(0, 30)))]) == []
+    assert step([(1, msg("user_info_2", 300, at(0, 30)))]) == []
     # A heartbeat moves partition 1 to 01:20: hour 00 is done (01:15 <= 01:20), hour 01 is not.
-    assert step([(1, _msg("", 0, at(1, 20), kind="HEARTBEAT"))]) == [("2024-03-01", "00")]
+    assert step([(1, msg("", 0, at(1, 20), kind="HEARTBEAT"))]) == [("2024-03-01", "00")]
     assert hours_done(warehouse, db, "2024-03-01") == ["00"]
     # Late heartbeats at 00:14 the next day: hours up to 22 are done, hour 23 waits for 00:15.
     written = step(
-        [(0, _msg("", 0, at(0, 14, 1), kind="HEARTBEAT")), (1, _msg("", 0, at(0, 20, 1), kind="HEARTBEAT"))]
+        [(0, msg("", 0, at(0, 14, 1), kind="HEARTBEAT")), (1, msg("", 0, at(0, 20, 1), kind="HEARTBEAT"))]
     )
     assert written == [("2024-03-01", f"{h:02d}") for h in range(1, 23)]
     assert not day_complete(warehouse, db, "2024-03-01")
-    assert step([(0, _msg("", 0, at(0, 15, 1), kind="HEARTBEAT"))]) == [("2024-03-01", "23")]
+    assert step([(0, msg("", 0, at(0, 15, 1), kind="HEARTBEAT"))]) == [("2024-03-01", "23")]
     assert day_complete(warehouse, db, "2024-03-01")
     assert DoneMarkers(warehouse, db).hours_done("2024-03-02") == []
     marker = json.loads(Path(DoneMarkers(warehouse, db).marker_path("2024-03-01", "23")).read_text())

@@ -167,6 +167,79 @@ def test_bad_messages_are_quarantined_with_a_reason(value, reason):
     )
 
 
+def _flat(**overrides) -> bytes:
+    return json.dumps({**message().to_flat(), **overrides}).encode()
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (_flat(type=["INSERT"]), "unknown type ['INSERT']"),
+        (_flat(type={"t": "INSERT"}), "unknown type {'t': 'INSERT'}"),
+        (_flat(es=10**17), "bad event time: es 100000000000000000 is beyond the year 9999"),
+        (_flat(es=2**64), "bad event time: es 18446744073709551616"),
+        (_flat(es=-1), "no event time: es is -1"),
+        (_flat(type="HEARTBEAT", table="", data=None, es=10**17), "bad event time"),
+        (
+            b'{"type": "INSERT", "data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            "not JSON: nested too deeply",
+        ),
+        (b"[" * 100_000, "not JSON: nested too deeply"),
+        (_flat(binlogFile="mysql-bin." + "9" * 25), "bad binlog identity: binlog file sequence number"),
+        (_flat(data=[{"id": "8", "name": "\ud800"}]), "bad text: after_json holds a lone surrogate"),
+        (_flat(table="user_info_\udc00"), "unknown table shop.user_info_\\udc00"),
+    ],
+)
+def test_poison_messages_are_quarantined_never_raised(value, reason):
+    result = parse_message(value, "binlog.shop", 0, 99, RULES, expected_database="shop")
+    assert isinstance(result, Quarantined), result
+    assert result.reason.startswith(reason), result.reason
+    assert result.offset == 99 and result.value == value
+    result.reason.encode("utf-8")  # storable as it is
+
+
+def test_a_message_for_another_database_is_quarantined():
+    other = encode(message(database="billing"))
+    verdict = parse_message(other, "binlog.shop", 0, 5, RULES, expected_database="shop")
+    assert isinstance(verdict, Quarantined)
+    assert verdict.reason == "wrong database: the message is for 'billing', topic binlog.shop carries 'shop'"
+    beat = encode(message(type="HEARTBEAT", database="billing", table="", data=None, old=None, before=None))
+    assert isinstance(parse_message(beat, "binlog.shop", 0, 6, RULES, expected_database="shop"), Quarantined)
+    # The same messages are taken on the topic that carries their database, and without an expectation.
+    assert (
+        parse_message(other, "binlog.billing", 0, 5, RULES, expected_database="billing")["source_db"]
+        == "billing"
+    )
+    assert parse_message(other, "t", 0, 5, RULES)["source_db"] == "billing"
+    assert isinstance(
+        parse_message(beat, "binlog.billing", 0, 6, RULES, expected_database="billing"), Heartbeat
+    )
+
+
+def test_a_parser_fault_is_a_quarantine_verdict_naming_it(monkeypatch):
+    class Exploding(ShardRules):
+        def fold(self, physical: str) -> str | None:
+            raise KeyError(physical)
+
+    value = encode(message())
+    verdict = parse_message(
+        value, "binlog.shop", 3, 7, Exploding([]), expected_database="shop", timestamp_ms=1
+    )
+    assert isinstance(verdict, Quarantined)
+    assert verdict.reason == "parser error: KeyError: 'user_info_12'"
+    assert (verdict.value, verdict.partition, verdict.offset, verdict.timestamp_ms) == (value, 3, 7, 1)
+    not_bytes = parse_message(object(), "binlog.shop", 0, 8, RULES)  # type: ignore[arg-type]
+    assert isinstance(not_bytes, Quarantined) and not_bytes.reason.startswith("parser error: TypeError")
+
+
+def test_the_largest_valid_event_time_and_file_number_still_land():
+    row = parse_message(
+        _flat(es=253_402_300_799_999, binlogFile="mysql-bin." + "9" * 20), "binlog.shop", 0, 1, RULES
+    )
+    assert (row["dt"], row["hour"]) == ("9999-12-31", "23")
+    assert row["binlog_seq"] < Decimal(10) ** 38
+
+
 def test_canonical_values():
     assert canonical_value(Decimal("-0.50")) == "-0.50"
     assert canonical_value(Decimal("1E+3")) == "1000"
@@ -222,6 +295,7 @@ databases:
         shard_regex: 'user_info_(\\d+)'
         primary_key: [id]
         business_key: [user_code]
+        unique_across_shards: true
       - name: orders
         primary_key: order_id
 """

@@ -17,21 +17,42 @@ import time
 import uuid
 from pathlib import Path
 
-PG_BIN_DIRS = ("/usr/local/bin", "/usr/lib/postgresql/15/bin")
+# Debian keeps the server binaries of each installed major version in /usr/lib/postgresql/<major>/bin, off PATH.
+DEBIAN_PG_ROOT = Path("/usr/lib/postgresql")
+
+
+def _major(folder: Path) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in folder.name.split("."))
+    except ValueError:
+        return (-1,)
+
+
+def pg_bin_dirs() -> list[Path]:
+    """Where to look for initdb/postgres: Debian's per-version folders (newest first), PATH, /usr/local/bin."""
+    debian = sorted(
+        (d / "bin" for d in DEBIAN_PG_ROOT.glob("*") if (d / "bin").is_dir()),
+        key=lambda b: _major(b.parent),
+        reverse=True,
+    )
+    on_path = [Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    return [*debian, *on_path, Path("/usr/local/bin")]
 
 
 def find_pg_bin(name: str) -> str | None:
-    for folder in PG_BIN_DIRS:
-        path = Path(folder) / name
-        if path.exists():
+    """The first executable `name` in `pg_bin_dirs()` order (so the newest Debian version wins)."""
+    for folder in pg_bin_dirs():
+        path = folder / name
+        if path.is_file() and os.access(path, os.X_OK):
             return str(path)
-    return shutil.which(name)
+    return None
 
 
 def unavailable_reason() -> str | None:
     """Why a private server cannot be started here, or None when it can."""
     if find_pg_bin("initdb") is None or find_pg_bin("postgres") is None:
-        return "PostgreSQL's initdb/postgres not found in /usr/local/bin or PATH"
+        where = ", ".join(str(d) for d in pg_bin_dirs())
+        return f"PostgreSQL's initdb/postgres not found in {where} (install Debian's postgresql)"
     if os.geteuid() == 0:
         try:
             pwd.getpwnam("postgres")

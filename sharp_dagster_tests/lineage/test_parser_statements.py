@@ -335,7 +335,6 @@ def test_statements_without_lineage(dialect):
         CREATE TEMPORARY FUNCTION my_udf AS 'com.example.Udf';
         SET hive.exec.dynamic.partition.mode=nonstrict;
         USE dwd;
-        CREATE TABLE IF NOT EXISTS dwd.x (a INT, b STRING) PARTITIONED BY (dt STRING);
         ANALYZE TABLE dwd.x COMPUTE STATISTICS;
         MSCK REPAIR TABLE dwd.x;
         DROP TABLE IF EXISTS dwd.y;

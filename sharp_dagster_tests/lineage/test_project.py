@@ -20,6 +20,8 @@ def test_upstream_outputs_expand_select_star_downstream(fake_catalog):
         "dwd.detail.category": ["ods.orders.category"],
         "dwd.detail.amount": ["ods.orders.amount"],
         "dwd.detail.double_amount": ["ods.orders.amount"],
+        # `*` over an upstream SQL table includes its partition column, as in Spark
+        "dwd.detail.dt": ["ods.orders.dt"],
     }
 
 

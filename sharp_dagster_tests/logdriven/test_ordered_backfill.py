@@ -1,22 +1,29 @@
 """Ordered execution through Dagster: a range backfill stops at the first failure, a relaunch resumes there,
-and the log-driven sensor launches only the earliest pending period per asset."""
+and the log-driven sensor launches only the earliest pending period per asset.
+
+Each test builds its own state on a data folder and broker of its own (`own_feed`), so it passes alone and in any
+order."""
 
 from __future__ import annotations
 
-import pytest
 from dagster import AssetKey, build_sensor_context, materialize
 
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"]
 PRODUCT = AssetKey(["ods", "product"])
 
 
-@pytest.fixture(scope="module")
-def env(feed):
+def env_of(feed):
     from sharp_dagster.logdriven import job_log
 
-    for day in DAYS[:2]:
-        feed.land(day)
     return feed.defs, feed.instance, job_log()
+
+
+def landed_and_done(feed, days):
+    """Land `days` and run ods/product over them (one range run): the state a test builds on."""
+    for day in days:
+        feed.land(day)
+    result = backfill(feed.defs, feed.instance, days[0], days[-1])
+    assert result.success, "setting up: the product partitions of the landed days run"
 
 
 def backfill(defs, instance, first, last, tags=None):
@@ -41,8 +48,11 @@ def log_rows(jl, name="ods/product"):
     )
 
 
-def test_backfill_stops_at_failure_and_resumes(env, feed):
-    defs, instance, jl = env
+def test_backfill_stops_at_failure_and_resumes(own_feed):
+    feed = own_feed
+    defs, instance, jl = env_of(feed)
+    for day in DAYS[:2]:
+        feed.land(day)
     # The injected failure: the binlog of day 3 has not landed (its done markers are missing).
     result = backfill(defs, instance, DAYS[0], DAYS[-1])
     assert not result.success
@@ -76,32 +86,44 @@ def test_backfill_stops_at_failure_and_resumes(env, feed):
     assert instance.get_materialized_partitions(PRODUCT) == set(DAYS), "job log and Dagster agree"
 
 
-def test_refresh_reruns_succeeded_partitions_in_order(env):
-    defs, instance, jl = env
+def test_refresh_reruns_succeeded_partitions_in_order(own_feed):
+    defs, instance, jl = env_of(own_feed)
+    landed_and_done(own_feed, DAYS[:3])
+    assert [(p, a, s) for p, a, s, _ in log_rows(jl)] == [(d, 1, "SUCCESS") for d in DAYS[:3]]
     result = backfill(defs, instance, DAYS[1], DAYS[2], tags={"sharp/refresh": "true"})
     assert result.success
-    reruns = [r for r in log_rows(jl) if r[0] in ("2024-01-02", "2024-01-03") and r[2] == "SUCCESS"]
-    latest = {p: a for p, a, _, _ in reruns}
-    assert latest == {"2024-01-02": 2, "2024-01-03": 3}
+    rows = log_rows(jl)
+    assert [(p, a, s) for p, a, s, _ in rows] == [
+        ("2024-01-01", 1, "SUCCESS"),
+        ("2024-01-02", 1, "SUCCESS"),
+        ("2024-01-02", 2, "SUCCESS"),
+        ("2024-01-03", 1, "SUCCESS"),
+        ("2024-01-03", 2, "SUCCESS"),
+    ], "the refresh re-ran exactly the two succeeded partitions of its range"
+    second = sorted((start, p) for p, a, _, start in rows if a == 2)
+    assert [p for _, p in second] == ["2024-01-02", "2024-01-03"], "in partition order"
 
 
-def test_sensor_launches_only_the_earliest_pending_period(env, feed):
-    defs, instance, jl = env
+def test_sensor_launches_only_the_earliest_pending_period(own_feed):
+    feed = own_feed
+    defs, instance, _ = env_of(feed)
+    landed_and_done(feed, DAYS[:2])
     sensor = defs.resolve_sensor_def("log_driven_sensor")
     from sharp_dagster.definitions import LOG_ASSETS, UPSTREAMS
     from sharp_dagster.sensors.log_driven import plan_requests
 
-    # ods/product is done through 2024-01-05; 2024-01-06 waits until its binlog has landed.
+    # ods/product is done through 2024-01-02; 2024-01-03 waits until its binlog has landed.
     _, waiting = plan_requests(LOG_ASSETS, UPSTREAMS, set())
-    assert any(w.startswith("ods/product 2024-01-06: waits for the binlog of 2024-01-06") for w in waiting), (
+    assert any(w.startswith("ods/product 2024-01-03: waits for the binlog of 2024-01-03") for w in waiting), (
         waiting
     )
-    feed.land("2024-01-06")
+    feed.land("2024-01-03")
     result = sensor(build_sensor_context(instance=instance))
     requests = {tuple(r.asset_selection)[0].to_user_string(): r for r in result.run_requests}
-    # ods/product is done through 2024-01-05: its next period is 2024-01-06; the other ODS tables start at the
+    # ods/product is done through 2024-01-02: its next period is 2024-01-03; the other ODS tables start at the
     # beginning; DWD/ADS wait for their upstreams' periods.
-    assert requests["ods/product"].partition_key == "2024-01-06"
+    assert requests["ods/product"].partition_key == "2024-01-03"
     assert requests["ods/orders"].partition_key == "2024-01-01"
     assert "dwd/order_detail" not in requests and "ads/gmv_by_category" not in requests
     assert requests["ods/orders"].run_key == "ods/orders:2024-01-01:attempt-1"
+    assert requests["ods/product"].run_key == "ods/product:2024-01-03:attempt-1"

@@ -1,1 +1,1 @@
-from sharp_dagster_tests.logdriven.conftest import feed, isolated  # noqa: F401  (fresh data folder + binlog feed)
+from sharp_dagster_tests.logdriven.conftest import own_feed  # noqa: F401  (a fresh data folder + binlog feed per test)

@@ -16,11 +16,12 @@ from sharp_dagster_tests.cdc_support import change
 CHAIN = [["ods", "orders"], ["ods", "order_item"], ["ods", "product"], ["dwd", "order_detail"]]
 
 
-@pytest.fixture(scope="module")
-def env(feed):
+@pytest.fixture()
+def env(own_feed):
+    """A data folder, broker and Dagster instance of the test's own (each test builds the state it needs)."""
     from sharp_dagster.logdriven import job_log
 
-    return feed.defs, feed.instance, job_log()
+    return own_feed.defs, own_feed.instance, job_log()
 
 
 def run_day(defs, instance, day, keys=CHAIN):
@@ -39,7 +40,8 @@ def rows(spark, table, day):
     return sorted(tuple(r) for r in spark.table(table).where(f"dt = '{day}'").collect())
 
 
-def test_strong_rule_keeps_the_previous_partition(env, feed, spark):
+def test_strong_rule_keeps_the_previous_partition(env, own_feed, spark):
+    feed = own_feed
     defs, instance, jl = env
     for day in ("2024-01-01", "2024-01-02"):
         feed.land(day)
@@ -86,7 +88,10 @@ def test_strong_rule_keeps_the_previous_partition(env, feed, spark):
             )
         ).all()
     assert [(r.passed, r.actual, r.expected) for r in stored][-1] == (False, 1.0, 0.0)
-    assert "lost" not in json.dumps([r.failing_keys for r in stored]) or True
+    # The failing sample holds the rule's sample_key (order_id) only, never the offending row's values.
+    samples = [json.loads(r.failing_keys) for r in stored if r.failing_keys]
+    assert samples and all(set(key) == {"order_id"} for sample in samples for key in sample), samples
+    assert "lost" not in json.dumps(samples)
     assert json.loads(stored[-1].failing_keys) == [{"order_id": some_order[0]}]
 
     # Dagster shows the failed check for that partition.
@@ -127,8 +132,16 @@ class _Hook(BaseHTTPRequestHandler):
         pass
 
 
-def test_weak_rule_publishes_and_alerts_once(env, feed, spark, monkeypatch):
+def test_weak_rule_publishes_and_alerts_once(env, own_feed, spark, monkeypatch):
+    feed = own_feed
     defs, instance, jl = env
+    # Ordered semantics: 2024-01-03 runs only after the two days before it, and order_detail needs the day's
+    # orders and products.
+    for day in ("2024-01-01", "2024-01-02", "2024-01-03"):
+        feed.land(day)
+    for day in ("2024-01-01", "2024-01-02"):
+        assert run_day(defs, instance, day).success
+    assert run_day(defs, instance, "2024-01-03", keys=[["ods", "orders"], ["ods", "product"]]).success
     server = HTTPServer(("127.0.0.1", 0), _Hook)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -19,7 +20,8 @@ import pytest
 
 from sharp_dagster.settings import REPO_ROOT
 
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's package installs /usr/bin/chromium; other systems name it chromium-browser. First found wins.
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser")
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -71,11 +73,23 @@ def graphql(url: str, query: str, variables: dict | None = None, timeout: float 
     return answer["data"]
 
 
+def find_chromium() -> Path | None:
+    """The Chromium binary: /usr/bin/chromium, else `chromium` or `chromium-browser` on PATH."""
+    for candidate in CHROMIUM_CANDIDATES:
+        found = shutil.which(candidate)
+        if found:
+            return Path(found)
+    return None
+
+
 @pytest.fixture(scope="module")
 def chromium_path() -> Path:
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium)")
-    return CHROMIUM
+    found = find_chromium()
+    if found is None:
+        pytest.skip(
+            f"no Chromium ({', '.join(CHROMIUM_CANDIDATES)}): install Debian's chromium (apt-get install -y chromium)"
+        )
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +99,7 @@ def artifacts_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
-def ui_env(tmp_path_factory, chromium_path) -> Iterator[dict[str, str]]:
+def ui_env(tmp_path_factory) -> Iterator[dict[str, str]]:
     """The child processes' environment over a fresh data folder, with the sample shop generated."""
     from sharp_dagster.demo.generator import GeneratorConfig, generate
 

@@ -1,0 +1,45 @@
+"""Where the project's JVM packages are on this machine.
+
+The packages are pinned in `jvm/pom.xml` (one place) and copied by `scripts/bootstrap.sh` with Maven into
+`jvm/lib/<module>/` (`SHARP_JVM_LIB_DIR` overrides the folder). Two modules:
+
+- `spark`: jars every Spark session gets through `spark.jars` (Spark's Kafka source), local and cluster alike;
+- `kafka`: the classpath of the Apache Kafka broker that the demo and the tests start.
+
+Nothing here imports Spark or Dagster.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sharp_dagster.settings import REPO_ROOT
+
+POM = REPO_ROOT / "jvm" / "pom.xml"
+
+
+class JvmPackagesMissing(RuntimeError):
+    """The Maven-fetched jars are not there: the bootstrap has not run (or failed)."""
+
+
+def lib_dir() -> Path:
+    value = os.environ.get("SHARP_JVM_LIB_DIR")
+    return Path(value).expanduser().resolve() if value else REPO_ROOT / "jvm" / "lib"
+
+
+def jars(module: str) -> list[Path]:
+    """The jars of one module of `jvm/pom.xml`, sorted by name; a clear error when they were never fetched."""
+    folder = lib_dir() / module
+    found = sorted(folder.glob("*.jar"))
+    if not found:
+        raise JvmPackagesMissing(
+            f"no jars in {folder}: fetch the JVM packages with `scripts/bootstrap.sh` "
+            f"(it runs `mvn -f {POM} dependency:copy-dependencies`)"
+        )
+    return found
+
+
+def classpath(module: str) -> str:
+    """A Java classpath of one module's jars."""
+    return os.pathsep.join(str(j) for j in jars(module))

@@ -1,0 +1,382 @@
+"""OpenLineage run events of log-driven partition runs (START, COMPLETE, FAIL), built and sent with the
+`openlineage-python` client.
+
+This module owns the events: `emit_run_event` is called by `logdriven.PartitionRun` when a period is claimed
+(START) and when it ends (COMPLETE or FAIL with the error). Each event names the job (`<layer>/<table>` in the
+namespace `OPENLINEAGE_NAMESPACE`, default `sharp_dagster`), a run id (UUIDv7, one per claimed attempt) and
+facets: nominal time (the period), processing engine, job type, the SQL (SQL assets), the input datasets with
+their schemas, and the output dataset with its schema (names from the parser at START, the written Spark schema
+at COMPLETE) and its column lineage (each output column -> its source columns as DIRECT, the columns that filter,
+join, group or sort the rows as the dataset-level INDIRECT list).
+
+Where lineage comes from: a SQL asset registers the parser's lineage of its table before it runs
+(`register_lineage`); any other asset gets the project's lineage (`lineage/project.py`, the catalog's edges).
+
+Where events go: when the client's own configuration is present in the environment (`OPENLINEAGE_URL` with
+optional `OPENLINEAGE_API_KEY` / `OPENLINEAGE_ENDPOINT`, `OPENLINEAGE__TRANSPORT__*`, `OPENLINEAGE_CONFIG`,
+`OPENLINEAGE_DISABLED`), the client resolves the transport itself (HTTP to Marquez, DataHub, OpenMetadata, ...);
+otherwise one JSON event per line is appended to `<SHARP_DATA_DIR>/openlineage/events.jsonl`. Sending never fails
+a run: an error is logged by type and transport kind only (never the URL or key).
+
+Datasets: warehouse tables (`db.table`) live in the namespace `file://<warehouse dir>`; a table named
+`platform:db.table` (e.g. the MySQL sources) in the namespace `<platform>`.
+
+No Dagster import.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from openlineage.client import OpenLineageClient
+from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.facet_v2 import (
+    column_lineage_dataset,
+    error_message_run,
+    job_type_job,
+    nominal_time_run,
+    processing_engine_run,
+    schema_dataset,
+    sql_job,
+)
+from openlineage.client.transport.file import FileConfig, FileTransport
+from openlineage.client.uuid import generate_new_uuid
+
+from sharp_dagster.lineage.parser import ScriptLineage
+from sharp_dagster.settings import Settings
+
+__all__ = [
+    "EVENTS_FILE",
+    "JobLineage",
+    "build_run_event",
+    "emit_run_event",
+    "events_path",
+    "register_lineage",
+    "schema_fields",
+]
+
+log = logging.getLogger("sharp_dagster.lineage.openlineage")
+
+# An event names its producer by a URI; the project has no public URL of its own, so a URN with its version.
+PRODUCER = "urn:sharp_dagster:lineage"
+EVENTS_FILE = Path("openlineage") / "events.jsonl"
+_CLIENT_ENV = ("OPENLINEAGE_URL", "OPENLINEAGE_CONFIG", "OPENLINEAGE_DISABLED")
+_STATES = {"START": RunState.START, "COMPLETE": RunState.COMPLETE, "FAIL": RunState.FAIL}
+
+
+@dataclass
+class JobLineage:
+    """What one job reads and writes: `target` (`db.table`), the tables read, each output column's source columns
+    (`db.table.column`), the row-steering columns, the known schemas of the inputs, and the SQL if any."""
+
+    target: str
+    inputs: list[str]
+    columns: dict[str, list[str]] = field(default_factory=dict)
+    dependencies: list[str] = field(default_factory=list)
+    input_schemas: dict[str, list[str]] = field(default_factory=dict)
+    sql: str | None = None
+
+    @classmethod
+    def from_script(
+        cls,
+        lineage: ScriptLineage,
+        target: str,
+        schemas: Mapping[str, Mapping[str, str]] | None = None,
+        sql: str | None = None,
+    ) -> JobLineage:
+        prefix = target + "."
+        inputs = [s for s in lineage.target_sources.get(target, lineage.sources) if s != target]
+        columns = {
+            c.target[len(prefix) :]: [s for s in c.sources if not s.endswith(".*")]
+            for c in lineage.columns
+            if c.target.startswith(prefix) and not c.target.endswith(".*")
+        }
+        schemas = schemas or {}
+        return cls(
+            target=target,
+            inputs=sorted(inputs),
+            columns=columns,
+            dependencies=sorted(lineage.target_dependencies.get(target, lineage.dataset_dependencies)),
+            input_schemas={t: list(schemas[t]) for t in inputs if t in schemas},
+            sql=sql,
+        )
+
+
+_REGISTERED: dict[str, JobLineage] = {}
+_LOCK = threading.Lock()
+
+
+def register_lineage(job_name: str, lineage: JobLineage) -> None:
+    """The lineage of `job_name`'s next runs in this process (a SQL asset registers its parsed lineage)."""
+    with _LOCK:
+        _REGISTERED[job_name] = lineage
+
+
+@lru_cache(maxsize=4)
+def _project(sql_dir: str) -> dict[str, JobLineage]:
+    """Every job's lineage as the project knows it: SQL tables parsed, other assets from the catalog's edges."""
+    from sharp_dagster.lineage.project import project_lineage, project_schemas
+    from sharp_dagster.warehouse.catalog import load_catalog
+
+    catalog = load_catalog(sql_dir)
+    results = project_lineage(catalog)
+    schemas = project_schemas(catalog, results)
+    jobs = {
+        t.asset_key_str: JobLineage.from_script(results[t.qualified], t.qualified, schemas, t.rendered)
+        for t in catalog.tables
+    }
+    by_target: dict[str, list[str]] = {}
+    for src, dst in catalog.extra_edges or []:
+        by_target.setdefault(dst, []).append(src)
+    for dst, srcs in by_target.items():
+        out_cols = schemas.get(dst) or {}
+        columns = {c: [f"{s}.{c}" for s in srcs if c in (schemas.get(s) or {})] for c in out_cols}
+        jobs[dst.replace(".", "/")] = JobLineage(
+            target=dst,
+            inputs=sorted(set(srcs)),
+            columns={c: s for c, s in columns.items() if s},
+            input_schemas={s: list(schemas[s]) for s in srcs if s in schemas},
+        )
+    return jobs
+
+
+def lineage_for(job_name: str) -> JobLineage | None:
+    with _LOCK:
+        registered = _REGISTERED.get(job_name)
+    if registered is not None:
+        return registered
+    from sharp_dagster.settings import warehouse_sql_dir
+
+    try:
+        return _project(str(warehouse_sql_dir())).get(job_name)
+    except Exception as exc:  # lineage is best effort: a bad catalog fails loading elsewhere, with its file
+        log.warning("no lineage for %s: %s: %s", job_name, type(exc).__name__, exc)
+        return None
+
+
+def schema_fields(df: Any) -> list[tuple[str, str]]:
+    """(name, Spark type) of a DataFrame's columns, for the output schema facet."""
+    return [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+
+
+# ------------------------------------------------------------------------------------------------------------ events
+def _dataset(qualified: str, warehouse_uri: str) -> tuple[str, str]:
+    """(namespace, name) of a table as the catalog names it."""
+    platform, sep, rest = qualified.rpartition(":")
+    return (platform, rest) if sep else (warehouse_uri, qualified)
+
+
+def _schema(fields: Sequence[tuple[str, str | None]]) -> schema_dataset.SchemaDatasetFacet:
+    return schema_dataset.SchemaDatasetFacet(
+        fields=[schema_dataset.SchemaDatasetFacetFields(name=n, type=t or None) for n, t in fields]
+    )
+
+
+def _input_field(ref: str, warehouse_uri: str, kind: str, subtype: str) -> column_lineage_dataset.InputField:
+    table, _, column = ref.rpartition(".")
+    namespace, name = _dataset(table, warehouse_uri)
+    return column_lineage_dataset.InputField(
+        namespace=namespace,
+        name=name,
+        field=column,
+        transformations=[column_lineage_dataset.Transformation(type=kind, subtype=subtype)],
+    )
+
+
+def _column_lineage(
+    lineage: JobLineage, warehouse_uri: str
+) -> column_lineage_dataset.ColumnLineageDatasetFacet:
+    fields = {
+        col: column_lineage_dataset.Fields(
+            inputFields=[_input_field(s, warehouse_uri, "DIRECT", "TRANSFORMATION") for s in sources]
+        )
+        for col, sources in lineage.columns.items()
+    }
+    dataset = [_input_field(d, warehouse_uri, "INDIRECT", "FILTER") for d in lineage.dependencies]
+    return column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields, dataset=dataset)
+
+
+def build_run_event(
+    event_type: str,
+    *,
+    job_name: str,
+    run_id: str,
+    namespace: str,
+    warehouse_uri: str,
+    lineage: JobLineage | None,
+    nominal_start: datetime | None = None,
+    nominal_end: datetime | None = None,
+    output_fields: Sequence[tuple[str, str]] | None = None,
+    error: str | None = None,
+    event_time: datetime | None = None,
+    spark_version: str | None = None,
+) -> RunEvent:
+    """One OpenLineage run event; `event_type` is START, COMPLETE or FAIL."""
+    if event_type not in _STATES:
+        raise ValueError(f"OpenLineage event type must be one of {sorted(_STATES)}, got {event_type!r}")
+    run_facets: dict[str, Any] = {}
+    if nominal_start is not None:
+        run_facets["nominalTime"] = nominal_time_run.NominalTimeRunFacet(
+            nominalStartTime=_iso(nominal_start), nominalEndTime=_iso(nominal_end) if nominal_end else None
+        )
+    if spark_version:
+        run_facets["processing_engine"] = processing_engine_run.ProcessingEngineRunFacet(
+            version=spark_version, name="spark", openlineageAdapterVersion=_client_version()
+        )
+    if error is not None:
+        run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+            message=error[:4000], programmingLanguage="python"
+        )
+    job_facets: dict[str, Any] = {
+        "jobType": job_type_job.JobTypeJobFacet(
+            processingType="BATCH", integration="DAGSTER", jobType="ASSET"
+        )
+    }
+    inputs: list[InputDataset] = []
+    outputs: list[OutputDataset] = []
+    if lineage is not None:
+        if lineage.sql:
+            job_facets["sql"] = sql_job.SQLJobFacet(query=lineage.sql, dialect="spark")
+        for table in lineage.inputs:
+            namespace_in, name_in = _dataset(table, warehouse_uri)
+            cols = lineage.input_schemas.get(table)
+            inputs.append(
+                InputDataset(
+                    namespace=namespace_in,
+                    name=name_in,
+                    facets={"schema": _schema([(c, None) for c in cols])} if cols else None,
+                )
+            )
+        out_facets: dict[str, Any] = {}
+        fields = list(output_fields) if output_fields else [(c, None) for c in lineage.columns]
+        if fields:
+            out_facets["schema"] = _schema(fields)
+        if lineage.columns or lineage.dependencies:
+            out_facets["columnLineage"] = _column_lineage(lineage, warehouse_uri)
+        namespace_out, name_out = _dataset(lineage.target, warehouse_uri)
+        outputs.append(OutputDataset(namespace=namespace_out, name=name_out, facets=out_facets or None))
+    return RunEvent(
+        eventType=_STATES[event_type],
+        eventTime=_iso(event_time or datetime.now(UTC)),
+        run=Run(runId=run_id, facets=run_facets),
+        job=Job(namespace=namespace, name=job_name, facets=job_facets),
+        inputs=inputs,
+        outputs=outputs,
+        producer=PRODUCER,
+    )
+
+
+def _iso(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.isoformat()
+
+
+@lru_cache(maxsize=1)
+def _client_version() -> str:
+    from importlib.metadata import version
+
+    return version("openlineage-python")
+
+
+# ------------------------------------------------------------------------------------------------------------ sending
+def events_path() -> Path:
+    return Settings.from_env().data_dir / EVENTS_FILE
+
+
+def _client_configured() -> bool:
+    return any(os.environ.get(k) for k in _CLIENT_ENV) or any(
+        k.startswith(OpenLineageClient.DYNAMIC_ENV_VARS_PREFIX) for k in os.environ
+    )
+
+
+_CLIENTS: dict[str, OpenLineageClient] = {}
+
+
+def _client() -> OpenLineageClient:
+    """The client for the current environment: the client's own configuration, else the events file."""
+    if _client_configured():
+        # Keyed by the configuration it was built from, except the variables the client itself derives from
+        # OPENLINEAGE_URL (it writes them into the environment when it is built).
+        alias = (
+            f"{OpenLineageClient.DYNAMIC_ENV_VARS_PREFIX}TRANSPORT__TRANSPORTS__"
+            f"{OpenLineageClient.DEFAULT_URL_TRANSPORT_NAME.upper()}"
+        )
+        key = "env:" + repr(
+            sorted(
+                (k, v)
+                for k, v in os.environ.items()
+                if k.startswith("OPENLINEAGE") and not k.startswith(alias)
+            )
+        )
+        if key not in _CLIENTS:
+            _CLIENTS[key] = OpenLineageClient()
+        return _CLIENTS[key]
+    path = events_path()
+    key = f"file:{path}"
+    if key not in _CLIENTS:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _CLIENTS[key] = OpenLineageClient(
+            transport=FileTransport(FileConfig(log_file_path=str(path), append=True))
+        )
+    return _CLIENTS[key]
+
+
+def new_run_id() -> str:
+    return str(generate_new_uuid())
+
+
+def emit_run_event(
+    event_type: str,
+    *,
+    job_name: str,
+    run_id: str,
+    nominal_start: datetime | None = None,
+    nominal_end: datetime | None = None,
+    output_fields: Sequence[tuple[str, str]] | None = None,
+    error: str | None = None,
+) -> RunEvent | None:
+    """Build and send one run event of `job_name`; returns it, or None when it could not be built or sent."""
+    try:
+        settings = Settings.from_env()
+        event = build_run_event(
+            event_type,
+            job_name=job_name,
+            run_id=run_id,
+            namespace=os.environ.get("OPENLINEAGE_NAMESPACE", "sharp_dagster"),
+            warehouse_uri=_warehouse_uri(str(settings.warehouse_dir)),
+            lineage=lineage_for(job_name),
+            nominal_start=nominal_start,
+            nominal_end=nominal_end,
+            output_fields=output_fields,
+            error=error,
+            spark_version=_spark_version(),
+        )
+        client = _client()
+        client.emit(event)
+        return event
+    except Exception as exc:  # lineage must never fail the run; the message may hold a URL, so only the type
+        log.warning("OpenLineage %s event of %s not sent: %s", event_type, job_name, type(exc).__name__)
+        return None
+
+
+@lru_cache(maxsize=1)
+def _spark_version() -> str | None:
+    try:
+        import pyspark
+
+        return str(pyspark.__version__)
+    except ImportError:
+        return None
+
+
+def _warehouse_uri(path: str) -> str:
+    return path if "://" in path else f"file://{path}"
