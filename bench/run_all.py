@@ -33,6 +33,7 @@ BENCHMARKS = {
     "merge": "bench_merge.py",
     "cli": "bench_cli.py",
     "explorer": "bench_explorer.py",
+    "landing": "bench_landing.py",
 }
 
 
@@ -220,6 +221,17 @@ def headline(name: str, r: dict) -> tuple[str, str, str, str]:
             + (f"; {others}" if others else ""),
             f"p99 < {r['target_p99_ms']:g} ms",
             "yes" if r["meets_target_cold"] and r["meets_target_warm"] else "no",
+        )
+    if name == "landing":
+        o, s = r["old_driver_loop"], r["spark_landing"]
+        return (
+            f"hourly landing, {r['messages']:,} messages from Kafka ({r['kafka_partitions']} partitions), "
+            f"{r['spark_cores']} cores",
+            f"Spark Kafka source {s['messages_per_s']:,} msg/s ({s['seconds']} s) vs old driver loop "
+            f"{o['messages_per_s']:,} msg/s ({o['seconds']} s): {r['speedup_spark_over_old']}x; "
+            f"same result: {r['same_result']}",
+            "runs on the executors; >= the driver loop",
+            "yes" if r["same_result"] and r["speedup_spark_over_old"] >= 1 else "no",
         )
     return (name, json.dumps(r)[:200], "", "")
 

@@ -37,6 +37,11 @@ if [ "$(cat jvm/lib/.stamp 2>/dev/null)" != "$stamp" ]; then
   echo "$stamp" > jvm/lib/.stamp
 fi
 
+# The lineage explorer's drawing library (Apache ECharts), pinned by package-lock.json, served by our own server.
+command -v npm >/dev/null 2>&1 || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null; }
+[ -d sharp_dagster/lineage/explorer/static/node_modules/echarts ] ||
+  npm ci --prefix sharp_dagster/lineage/explorer/static --no-audit --no-fund --loglevel=error
+
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 case "$mode" in

@@ -5,10 +5,11 @@ Every materialization of a log-driven asset goes through a `PartitionRun`:
 1. the job-log database is reached (or the run fails before any data is written, the URL shown without password);
 2. ordered semantics: an earlier partition of the asset (from its start) that is not SUCCESS in the job log
    stops the run, naming that partition and its status (`planner.check_ordered`);
-3. cross-frequency dependencies: a daily asset reading an hourly one needs all hours of its day SUCCESS (a
-   `checkdone` step);
-4. the period is claimed atomically (`JobLog.claim`: a second run of the same period is refused, naming the
+3. the period is claimed atomically (`JobLog.claim`: a second run of the same period is refused, naming the
    holder), and a heartbeat thread keeps the claim alive;
+4. the upstream gate (`checkdone` step, `planner.require_upstreams_done`): every upstream period the partition
+   reads (same grain or not, `@lookback` included) must have a SUCCESS latest attempt, else the run is refused
+   before anything is read or written and the refusal is recorded as this period's FAILURE;
 5. steps `read`, `transform`, `write`, `checks` are recorded in step_log with their counts;
 6. `stage` writes the partition where no reader sees it; the data-quality rules run on the staged rows
    (`assets/quality.py`); `publish_staged` swaps it in and marks the job SUCCESS. Any failure marks it FAILURE
@@ -39,10 +40,11 @@ from sharp_dagster.joblog import (
     JobHandle,
     JobLog,
     OutOfOrder,
+    Period,
     PeriodSpec,
     check_ordered,
-    check_upstream_done,
 )
+from sharp_dagster.joblog.planner import UpstreamNotDone, UpstreamRead, require_upstreams_done
 from sharp_dagster.joblog.redact import scrub_text
 from sharp_dagster.joblog.store import Heartbeat, heartbeat_interval_s
 from sharp_dagster.lineage import openlineage
@@ -61,7 +63,8 @@ class LogDrivenAsset:
 
     job_name: str
     spec: PeriodSpec
-    upstream: dict[str, PeriodSpec] = field(default_factory=dict)  # log-driven upstreams of another grain
+    # Every log-driven upstream the asset reads (any grain), with its lookback: the upstream gate checks them.
+    upstream: dict[str, UpstreamRead] = field(default_factory=dict)
     incremental_type: str = "timewindow"
     # Why a period cannot start yet (e.g. its binlog has not fully landed), or None when it can.
     ready: Callable[[Any], str | None] | None = field(default=None, compare=False)
@@ -140,29 +143,25 @@ class PartitionRun:
         run = cls(jl, asset, handle, context.run_id, context)
         run._lineage_event("START", period=(period.start, period.end))
         try:
-            run._check_upstreams(period.start, period.end)
+            run._check_upstreams(period)
         except BaseException as exc:
             run.fail(exc)
             raise
         return run
 
-    def _check_upstreams(self, start: datetime, end: datetime) -> None:
+    def _check_upstreams(self, period: Period) -> None:
+        """The upstream gate (`planner.require_upstreams_done`), recorded as the `checkdone` step."""
         if not self.asset.upstream:
             return
         with self.step("checkdone", source_type="job_log") as rec:
-            missing = []
-            for name, spec in sorted(self.asset.upstream.items()):
-                result = check_upstream_done(self.job_log, name, spec, start, end)
-                rec.info(result.describe())
-                if not result.ok:
-                    missing.append(result.describe())
             rec.source_count = len(self.asset.upstream)
-            if missing:
-                raise Failure(
-                    description=scrub_text(
-                        f"{self.asset.job_name}: upstream periods not done: " + "; ".join(missing)
-                    )
-                )
+            jl, name = self.job_log, self.asset.job_name
+            try:
+                for check in require_upstreams_done(jl, name, period, self.asset.upstream):
+                    rec.info(check.describe())
+            except UpstreamNotDone as exc:
+                rec.info(str(exc))
+                raise Failure(description=scrub_text(str(exc))) from None
 
     @contextmanager
     def step(self, step_id: str, source_type: str | None = None, target_type: str | None = None) -> Iterator:
@@ -240,22 +239,29 @@ class PartitionRun:
 
 def alert_run_failure(run: PartitionRun, message: str) -> None:
     """Notify the alert sink (webhook or log) once per failed attempt."""
+    alert_attempt_failure(run.job_log, run.handle, run.run_id, message)
+
+
+def alert_attempt_failure(jl: JobLog, handle: JobHandle, run_id: str | None, message: str) -> None:
+    """The failure alert of one claimed attempt (any log-driven asset, the landing included), once per attempt."""
     try:
         from sharp_dagster.alerts import AlertSink
 
-        sink = AlertSink.from_env(engine=run.job_log.engine)
+        # A period's attempt number names the attempt; an offset range (the landing) is told apart by its job id.
+        which = handle.attempt if handle.incremental_type == "timewindow" else handle.job_id
+        sink = AlertSink.from_env(engine=jl.engine)
         sink.send(
             "run_failure",
-            dedup_key=f"run:{run.asset.job_name}:{run.handle.partition_key}:{run.handle.attempt}",
-            title=f"{run.asset.job_name} [{run.handle.partition_key}] failed",
+            dedup_key=f"run:{handle.job_name}:{handle.partition_key}:{which}",
+            title=f"{handle.job_name} [{handle.partition_key}] failed",
             details={
-                "asset": run.asset.job_name,
-                "partition": run.handle.partition_key,
-                "run_id": run.run_id,
-                "job_id": run.handle.job_id,
-                "attempt": run.handle.attempt,
+                "asset": handle.job_name,
+                "partition": handle.partition_key,
+                "run_id": run_id,
+                "job_id": handle.job_id,
+                "attempt": handle.attempt,
                 "error": message[:2000],
             },
         )
     except Exception:  # alerting must never hide the original failure
-        log.exception("could not send the failure alert of %s", run.asset.job_name)
+        log.exception("could not send the failure alert of %s", handle.job_name)

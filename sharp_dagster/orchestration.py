@@ -16,7 +16,9 @@ from sharp_dagster.logdriven import REFRESH_TAG
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
-def rerun_periods(asset_key: str, periods: Sequence[Period], out=sys.stdout) -> int:
+def rerun_periods(asset_key: str, periods: Sequence[Period], out=None) -> int:
+    # sys.stdout is looked up per call, not bound at import: callers that redirect it (tests, wrappers) get the text.
+    out = out if out is not None else sys.stdout
     from dagster import AssetKey, DagsterInstance, materialize
 
     from sharp_dagster.definitions import defs

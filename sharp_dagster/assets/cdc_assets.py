@@ -1,10 +1,12 @@
 """The CDC path as Dagster assets: hourly landing of the binlog topic, daily merge into the ODS tables.
 
-- `original_binlog/<db>` (hourly, group `cdc`): reads the topic from the end offsets of the job log's last
-  successful landing (the Kafka incremental mode) up to the end offsets captured when the run starts, writes the
-  raw binlog rows (re-landing the same offsets changes nothing), keeps bad messages in quarantine with the count
-  in step_log, records the end offsets actually read + 1 as `data_range_end`, and writes the done markers of the
-  hours that are complete (low watermark of event time past hour end + lateness).
+- `original_binlog/<db>` (hourly, group `cdc`): claims its offset range like every log-driven run (a heartbeat
+  keeps the claim alive, a failure is recorded and alerted once), reads the topic from the end offsets of the job
+  log's last successful landing (the Kafka incremental mode) up to the end offsets captured when the run starts,
+  writes the raw binlog rows (re-landing the same offsets changes nothing), keeps bad messages in quarantine with
+  the count in step_log and a weak alert (count and first reasons, once per run), records the end offsets actually
+  read + 1 as `data_range_end`, and, while it still holds the claim, writes the done markers of the hours that are
+  complete (low watermark of event time past hour end + lateness).
 - `ods/<table>` (daily, group `ods`): `checkdone` (all 24 done markers of the day, else the run fails before
   reading anything), then `merge_day(previous state, the day's changes)` written to `ods_state.<table>` (with
   tombstones), and the live rows published to `ods.<table>` through the same staged/checked/swapped path as every
@@ -14,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from datetime import date, datetime, timedelta
 
@@ -33,12 +36,15 @@ from dagster import (
 from sharp_dagster.assets import quality
 from sharp_dagster.assets.sql_assets import run_partitions
 from sharp_dagster.cdc.project import START, OdsTable, bootstrap_day
-from sharp_dagster.joblog import SUCCESS, PeriodSpec
-from sharp_dagster.logdriven import PROJECT_NAME, LogDrivenAsset, job_log_or_fail
+from sharp_dagster.joblog import FAILURE, SUCCESS, ClaimRefused, PeriodSpec
+from sharp_dagster.joblog.redact import scrub_text
+from sharp_dagster.joblog.store import heartbeat_interval_s
+from sharp_dagster.logdriven import PROJECT_NAME, LogDrivenAsset, alert_attempt_failure, job_log_or_fail
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
 
 KAFKA_ENV = "SHARP_KAFKA_BOOTSTRAP"
+log = logging.getLogger("sharp_dagster.cdc_assets")
 
 
 def kafka_config() -> dict[str, str]:
@@ -84,65 +90,37 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
         metadata={"dagster/table_name": f"original_binlog.{database}", "topic": topic},
     )
     def _landing(context) -> MaterializeResult:
-        from sharp_dagster.cdc.landing import land, write_done_markers
         from sharp_dagster.joblog.incremental import format_offsets, plan_kafka
 
         spark_resource = context.resources.spark
         store = spark_resource.store()
         jl = job_log_or_fail()
         window = plan_kafka(jl, job_name)
-        handle = jl.claim(
-            job_name,
-            window,
-            run_id=context.run_id,
-            partition_key=context.partition_key,
-            incremental_type="kafka_offset",
-            project_name=PROJECT_NAME,
-            application_id=spark_resource.session().sparkContext.applicationId,
-        )
         try:
-            prior = _prior_watermarks(jl, job_name)
-            with jl.step(handle, "land", source_type="kafka", target_type="parquet") as rec:
-                start = {int(p): int(o) for p, o in (window.start or {}).get(topic, {}).items()}
-                result = land(
-                    spark_resource.session(),
-                    store,
-                    kafka_config(),
-                    topic,
-                    start or None,
-                    "latest",
-                    source.database(database).shard_rules,
-                    database=database,
-                    prior_watermarks=prior,
-                )
-                rec.source_count = result.read
-                rec.target_count = result.landed
-                rec.success_count = result.landed + result.duplicates
-                rec.failure_count = result.quarantined
-                rec.info(json.dumps(result.to_dict(), default=str))
-            with jl.step(handle, "quarantine", source_type="kafka", target_type="parquet") as rec:
-                rec.failure_count = result.quarantined
-                rec.info(json.dumps(result.quarantine_reasons))
-            window.record_batch(
-                {topic: {p: o - 1 for p, o in result.end_offsets.items() if o > start.get(p, 0)}}
+            handle = jl.claim(
+                job_name,
+                window,
+                run_id=context.run_id,
+                partition_key=context.partition_key,
+                incremental_type="kafka_offset",
+                project_name=PROJECT_NAME,
+                application_id=spark_resource.session().sparkContext.applicationId,
             )
-            jl.set_range_end(handle, window.finish_end())
-            with jl.step(handle, "done_markers", target_type="marker") as rec:
-                since = result.min_event_ts_ms or int(datetime.fromisoformat(START).timestamp() * 1000)
-                marked = write_done_markers(
-                    store.warehouse_dir,
-                    database,
-                    result.low_watermark_ms,
-                    source.lateness_minutes,
-                    since,
-                    spark=spark_resource.session(),
-                )
-                rec.target_count = len(marked)
-                rec.info(f"done markers: {marked[:3]}{'...' if len(marked) > 3 else ''}")
+        except ClaimRefused as exc:
+            raise Failure(description=scrub_text(f"duplicate landing refused: {exc}")) from exc
+        try:
+            # Like every log-driven run: a heartbeat keeps the claim alive (interval from the claim timeout), a
+            # failure is recorded and alerted once.
+            with jl.heartbeating(handle, heartbeat_interval_s()):
+                result, marked = _land(jl, handle, window, spark_resource, store)
             jl.finish(handle, SUCCESS)
         except BaseException as exc:
-            jl.finish(handle, "FAILURE", error=f"{type(exc).__name__}: {exc}")
+            message = scrub_text(getattr(exc, "description", None) or f"{type(exc).__name__}: {exc}")
+            jl.finish(handle, FAILURE, error=message)
+            alert_attempt_failure(jl, handle, context.run_id, message)
             raise
+        if result.quarantined:
+            alert_quarantine(jl, handle, context.run_id, result)
         return MaterializeResult(
             metadata={
                 "messages_read": result.read,
@@ -157,7 +135,86 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
             }
         )
 
+    def _land(jl, handle, window, spark_resource, store):
+        """The landing's steps (`land`, `quarantine`, `done_markers`) under the claim; (result, hours marked)."""
+        from sharp_dagster.cdc.landing import land, write_done_markers
+
+        prior = _prior_watermarks(jl, job_name)
+        with jl.step(handle, "land", source_type="kafka", target_type="parquet") as rec:
+            start = {int(p): int(o) for p, o in (window.start or {}).get(topic, {}).items()}
+            result = land(
+                spark_resource.session(),
+                store,
+                kafka_config(),
+                topic,
+                start or None,
+                "latest",
+                source.database(database).shard_rules,
+                database=database,
+                prior_watermarks=prior,
+            )
+            rec.source_count = result.read
+            rec.target_count = result.landed
+            rec.success_count = result.landed + result.duplicates
+            rec.failure_count = result.quarantined
+            rec.info(json.dumps(result.to_dict(), default=str))
+        with jl.step(handle, "quarantine", source_type="kafka", target_type="parquet") as rec:
+            rec.failure_count = result.quarantined
+            rec.info(json.dumps(result.quarantine_reasons))
+        window.record_batch({topic: {p: o - 1 for p, o in result.end_offsets.items() if o > start.get(p, 0)}})
+        jl.set_range_end(handle, window.finish_end())
+        # The done markers publish the hours to the ODS merges: only while this attempt still holds the claim.
+        jl.assert_current(handle)
+        with jl.step(handle, "done_markers", target_type="marker") as rec:
+            since = result.min_event_ts_ms or int(datetime.fromisoformat(START).timestamp() * 1000)
+            marked = write_done_markers(
+                store.warehouse_dir,
+                database,
+                result.low_watermark_ms,
+                source.lateness_minutes,
+                since,
+                spark=spark_resource.session(),
+            )
+            rec.target_count = len(marked)
+            rec.info(f"done markers: {marked[:3]}{'...' if len(marked) > 3 else ''}")
+        return result, marked
+
     return _landing
+
+
+# How many quarantine reasons a weak alert lists (the most frequent first); all are in step_log and the table.
+ALERT_REASONS = 5
+
+
+def alert_quarantine(jl, handle, run_id: str | None, result) -> bool:
+    """The weak alert of a landing that quarantined messages: the count and the first reasons, once per run
+    (de-duplicated by the attempt's job id). Never raises: the landing already succeeded."""
+    try:
+        from sharp_dagster.alerts import AlertSink
+        from sharp_dagster.cdc.landing import quarantine_table_ref
+
+        reasons = sorted(result.quarantine_reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+        return AlertSink.from_env(engine=jl.engine).send(
+            "quarantine",
+            dedup_key=f"quarantine:{handle.job_name}:{handle.job_id}",
+            title=f"{handle.job_name} [{handle.partition_key}]: {result.quarantined} message(s) quarantined",
+            details={
+                "severity": "weak",
+                "asset": handle.job_name,
+                "partition": handle.partition_key,
+                "topic": result.topic,
+                "run_id": run_id,
+                "job_id": handle.job_id,
+                "quarantined": result.quarantined,
+                "read": result.read,
+                "first_reasons": [{"reason": r, "count": n} for r, n in reasons[:ALERT_REASONS]],
+                "more_reasons": max(0, len(reasons) - ALERT_REASONS),
+                "table": quarantine_table_ref(result.database).qualified,
+            },
+        )
+    except Exception:  # a weak alert never fails a landing that succeeded
+        log.exception("could not send the quarantine alert of %s", handle.job_name)
+        return False
 
 
 def _prior_watermarks(jl, job_name: str) -> dict[int, int | None] | None:

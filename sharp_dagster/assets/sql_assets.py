@@ -1,9 +1,11 @@
 """One Dagster asset per SQL table file: key `[layer, table]`, group = layer, time-window partitioned.
 
-The asset's upstream tables come from the SQL itself (parsed); a table that is an asset becomes an input loaded by
-the warehouse IO manager (which checks that every upstream partition the mapping asks for exists), a table that is
-not becomes an external source asset. The asset runs its SQL for one partition, variables substituted from the
-partition window, and returns the DataFrame for the IO manager to publish.
+The asset's upstream tables come from the SQL itself (parsed); a table that is an asset becomes a partition-mapped
+dependency, a table that is not becomes an external source asset. Upstream partitions are not loaded by the IO
+manager before the run starts: the run lifecycle first claims the period and passes the upstream gate (every
+upstream period it reads SUCCESS in the job log), then its `read` step reads them (a missing one fails, named).
+The asset runs its SQL for one partition, variables substituted from the partition window, and returns the
+DataFrame for the IO manager to publish.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from dagster import (
-    AssetIn,
+    AssetDep,
     AssetKey,
     AssetMaterialization,
     AssetsDefinition,
@@ -28,6 +30,7 @@ from dagster import (
 from sharp_dagster.assets import lineage_runtime, quality
 from sharp_dagster.dqc.runner import BlockingFailure, blocking_failures
 from sharp_dagster.joblog import SUCCESS, PeriodSpec
+from sharp_dagster.joblog.planner import UpstreamRead
 from sharp_dagster.joblog.redact import scrub_text
 from sharp_dagster.logdriven import REFRESH_TAG, LogDrivenAsset, PartitionRun, job_log_or_fail
 from sharp_dagster.partitions import partition_values, partitions_for
@@ -73,14 +76,15 @@ def build_sql_asset(
     """The asset of one SQL table; `upstream_assets` are qualified names of asset tables it reads."""
     starts = starts or {}
     _UPSTREAMS[table.qualified] = tuple(upstream_assets)
-    ins = {}
+    deps = []
     for up in upstream_assets:
         mapping = None
         if up in table.lookback:
             mapping = TimeWindowPartitionMapping(start_offset=-table.lookback[up], end_offset=0)
         elif grains.get(up, table.grain) != table.grain:
             mapping = TimeWindowPartitionMapping()
-        ins[input_name(up)] = AssetIn(key=asset_key_of(up), partition_mapping=mapping)
+        # A dependency, not an input: loading inputs would run before the claim and the upstream gate.
+        deps.append(AssetDep(asset_key_of(up), partition_mapping=mapping))
 
     log_asset = log_driven_spec(table, grains, starts)
     rules = list(rules or [])
@@ -97,8 +101,7 @@ def build_sql_asset(
             *quality.check_specs(table.asset_key_path, rules, partitions_def),
             *lineage_runtime.check_specs(table.asset_key_path, partitions_def),
         ],
-        ins=ins,
-        deps=[asset_key_of(s) for s in external_sources],
+        deps=[*deps, *(asset_key_of(s) for s in external_sources)],
         io_manager_key="warehouse_io_manager",
         required_resource_keys={"spark"},
         kinds={"spark", "sql"},
@@ -108,8 +111,8 @@ def build_sql_asset(
             **{k: v for k, v in (metadata or {}).items() if v is not None},
         },
     )
-    def _sql_asset(context, **inputs):  # no annotation: Dagster inspects it at runtime
-        # `inputs` (loaded by the IO manager) proved every upstream partition exists; the SQL reads the tables.
+    def _sql_asset(context):  # no annotation: Dagster inspects it at runtime
+        # The read step checks that every upstream partition exists; the SQL reads the tables.
         spark_resource = context.resources.spark
         store = spark_resource.store()
         runtime_check = lineage_runtime.RuntimeLineageCheck(table)
@@ -286,15 +289,22 @@ def _transform(context, run: PartitionRun, table: SqlTable, key: str, spark_reso
             ) from None
 
 
+# Layers whose job-log rows are Kafka offset ranges, not periods (the landing): not gated by period status.
+OFFSET_DRIVEN_LAYERS = ("original_binlog",)
+
+
 def log_driven_spec(table: SqlTable, grains: dict[str, str], starts: dict[str, str]) -> LogDrivenAsset:
-    """The job-log view of a SQL table; upstreams of another grain are checked with `checkdone`."""
+    """The job-log view of a SQL table. Every upstream asset it reads with periods in the job log (SQL tables
+    and ODS merges, any grain) is gated with its `@lookback`: see `planner.require_upstreams_done`."""
     spec = PeriodSpec(table.grain, datetime.fromisoformat(table.start))
-    other = {
-        up.replace(".", "/"): PeriodSpec(grains[up], datetime.fromisoformat(starts[up]))
+    upstream = {
+        up.replace(".", "/"): UpstreamRead(
+            PeriodSpec(grains[up], datetime.fromisoformat(starts[up])), table.lookback.get(up, 0)
+        )
         for up in _UPSTREAMS.get(table.qualified, ())
-        if up in grains and grains[up] != table.grain
+        if up in grains and up in starts and up.split(".")[0] not in OFFSET_DRIVEN_LAYERS
     }
-    return LogDrivenAsset(job_name=table.asset_key_str, spec=spec, upstream=other)
+    return LogDrivenAsset(job_name=table.asset_key_str, spec=spec, upstream=upstream)
 
 
 def upstream_keys(table: SqlTable, upstream: str, key: str, grains: dict[str, str]) -> list[str]:

@@ -318,8 +318,8 @@ def _database_of(topic: str) -> str:
 class _Parsed:
     """The parsed records of one read, cached on the executors, and the batch's unique row changes."""
 
-    records: DataFrame  # every record: kind row / heartbeat / quarantine (PARSED_COLUMNS)
-    unique_rows: DataFrame  # row changes, one per event_uid (DATA_COLUMNS + partition columns)
+    records: DataFrame  # every record: kind row / heartbeat / quarantine (PARSED_COLUMNS), cached
+    unique_rows: DataFrame  # row changes, one per event_uid (cached itself only when duplicates were dropped)
     rows_per_hour: dict[tuple[str, str, str], int]  # (table_name, dt, hour) -> unique rows
     quarantine_days: list[str]
 
@@ -379,7 +379,7 @@ def _read(
         if abandoned.is_set():
             raise LandingError(f"{topic}: the read was abandoned")
         return (
-            records.groupBy("kafka_partition", "kind", "reason_kind")
+            records.groupBy("kafka_partition", "kind", "reason_kind", *bs.RAW_BINLOG_PARTITION_COLUMNS)
             .agg(
                 F.count(F.lit(1)).alias("n"),
                 F.min("event_ts_ms").alias("min_es"),
@@ -388,58 +388,66 @@ def _read(
             .collect()
         )
 
+    parsed: _Parsed | None = None
     try:
         summary = _watched(
             spark, consumer, errors, topic, read_and_summarize, timeout_s, abandon=records.unpersist
         )
-        rows_read = _summarize(summary, result, watermarks)
-        rows = records.filter(F.col("kind") == ROW)
-        first = Window.partitionBy("event_uid").orderBy("kafka_partition", "kafka_offset")
-        unique_rows = (
-            rows.withColumn("_n", F.row_number().over(first))
-            .filter("_n = 1")
-            .select(*DATA_COLUMNS, *bs.RAW_BINLOG_PARTITION_COLUMNS)
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
-    except BaseException:
-        records.unpersist()
-        raise
-    parsed = _Parsed(records, unique_rows, {}, [])
-    try:
-        if rows_read:
-            per_hour = unique_rows.groupBy(*bs.RAW_BINLOG_PARTITION_COLUMNS).count().collect()
+        parsed = _Parsed(records, records.filter(F.col("kind") == ROW), {}, [])
+        rows_read, parsed.rows_per_hour, parsed.quarantine_days = _summarize(summary, result, watermarks)
+        rows = parsed.unique_rows
+        if rows_read and rows.select("event_uid").distinct().count() < rows_read:
+            # A change read twice (a collector replay inside the range): keep the copy at the lowest position.
+            first = Window.partitionBy("event_uid").orderBy("kafka_partition", "kafka_offset")
+            parsed.unique_rows = (
+                rows.withColumn("_n", F.row_number().over(first))
+                .filter("_n = 1")
+                .drop("_n")
+                .persist(StorageLevel.MEMORY_AND_DISK)
+            )
+            per_hour = parsed.unique_rows.groupBy(*bs.RAW_BINLOG_PARTITION_COLUMNS).count().collect()
             parsed.rows_per_hour = {(r.table_name, r.dt, r.hour): r["count"] for r in per_hour}
         result.duplicates += rows_read - sum(parsed.rows_per_hour.values())
-        if result.quarantined:
-            days = records.filter(F.col("kind") == QUARANTINE).select("dt").distinct().collect()
-            parsed.quarantine_days = sorted(r.dt for r in days)
     except BaseException:
-        parsed.release()
+        if parsed is not None:
+            parsed.release()
+        else:
+            records.unpersist()
         raise
     return parsed
 
 
-def _summarize(summary: list, result: LandingResult, watermarks: dict[int, int | None]) -> int:
-    """Fill `result` and `watermarks` from the (partition, kind, reason kind) aggregate; returns the rows read."""
+def _summarize(
+    summary: list, result: LandingResult, watermarks: dict[int, int | None]
+) -> tuple[int, dict[tuple[str, str, str], int], list[str]]:
+    """Fill `result` and `watermarks` from the (partition, kind, reason kind, table, dt, hour) aggregate.
+
+    Returns the rows read, the rows per (table_name, dt, hour) and the days of the quarantined records.
+    """
     rows_read = 0
     reasons: dict[str, int] = {}
+    per_hour: dict[tuple[str, str, str], int] = {}
+    days: set[str] = set()
     for s in summary:
         p, n = s.kafka_partition, s.n
         result.read += n
         if s.kind == QUARANTINE:
             result.quarantined += n
             reasons[s.reason_kind] = reasons.get(s.reason_kind, 0) + n
+            days.add(s.dt)
             continue
         watermarks[p] = max(watermarks.get(p) or 0, s.max_es)
         if s.kind == HEARTBEAT:
             result.heartbeats += n
         else:
             rows_read += n
+            hour = (s.table_name, s.dt, s.hour)
+            per_hour[hour] = per_hour.get(hour, 0) + n
             result.max_event_ts_ms[p] = max(result.max_event_ts_ms.get(p, 0), s.max_es)
             low = result.min_event_ts_ms
             result.min_event_ts_ms = s.min_es if low is None else min(low, s.min_es)
     result.quarantine_reasons = dict(sorted(reasons.items()))
-    return rows_read
+    return rows_read, per_hour, sorted(days)
 
 
 class _Parser:
@@ -450,7 +458,6 @@ class _Parser:
 
     def __init__(self, topic: str, rules: ShardRules, ingest: int, database: str):
         self.topic, self.rules, self.ingest, self.database = topic, rules, ingest, database
-        self.empty = (None,) * len(PARSED_COLUMNS)
 
     def __call__(self, value: Any, partition: int, offset: int, timestamp_ms: int | None) -> tuple:
         parsed = messages.parse_message(

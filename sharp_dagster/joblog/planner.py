@@ -3,7 +3,9 @@
 A period is done when its *latest* attempt is SUCCESS (or SKIPPED). The pending queue of an asset is every fully
 elapsed period from the asset's start whose latest attempt is FAILURE or that never ran, oldest first; periods
 RUNNING right now are left out. Runs must go in order: `check_ordered` refuses a partition while an earlier one
-is not done (Sharp ETL's "retry the failed period first").
+is not done (Sharp ETL's "retry the failed period first"). `require_upstreams_done` is the upstream gate: a
+partition may not run while any upstream period it reads (lookbacks included) has a latest attempt that is not
+done (FAILURE, RUNNING, never run).
 
 Cost does not grow with history: the store keeps, per asset, the spans of consecutive done periods, so only the
 gaps between spans are enumerated and only the job_log rows inside gaps are read.
@@ -14,7 +16,7 @@ partitions of a UTC partitions definition.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
@@ -402,4 +404,79 @@ def check_upstream_done(
         window_end=hi,
         expected=expected,
         missing=tuple(sorted(outside + missing)),
+    )
+
+
+# ---------------------------------------------------------------------- the upstream gate of one partition
+
+
+@dataclass(frozen=True)
+class UpstreamRead:
+    """A log-driven upstream of an asset: its periods, and how many earlier periods (`@lookback`) a partition
+    of the downstream also reads."""
+
+    spec: PeriodSpec
+    lookback: int = 0
+
+    def __post_init__(self) -> None:
+        if self.lookback < 0:
+            raise ValueError(f"lookback must be 0 or more periods, got {self.lookback}")
+
+    def window(self, target: Period) -> tuple[datetime, datetime]:
+        """The upstream stretch one downstream period reads: its own window widened to whole upstream periods,
+        plus `lookback` upstream periods before it."""
+        lo = self.spec.floor(target.start) - self.spec.step * self.lookback
+        return lo, self.spec.ceil(target.end)
+
+
+class UpstreamNotDone(RuntimeError):
+    """A partition reads upstream periods whose latest attempt is not SUCCESS: it may not run."""
+
+    def __init__(self, message: str, *, blocking: tuple[tuple[str, Period], ...]):
+        super().__init__(message)
+        self.blocking = blocking
+
+
+def _status_of(period: Period) -> str:
+    """'FAILURE (run 1a2b3c4d)', 'RUNNING (run ...)', 'never run', 'outside the upstream's range'."""
+    if period.last_status is None:
+        return "never run"
+    if period.last_run_id is None:
+        return period.last_status
+    return f"{period.last_status} (run {period.last_run_id[:8]})"
+
+
+def upstream_checks(
+    job_log: JobLog, target: Period, upstreams: Mapping[str, UpstreamRead]
+) -> list[UpstreamCheck]:
+    """One `UpstreamCheck` per upstream (by name, sorted) over the upstream periods `target` reads."""
+    checks = []
+    for name in sorted(upstreams):
+        lo, hi = upstreams[name].window(target)
+        checks.append(check_upstream_done(job_log, name, upstreams[name].spec, lo, hi))
+    return checks
+
+
+def require_upstreams_done(
+    job_log: JobLog,
+    job_name: str,
+    target: Period,
+    upstreams: Mapping[str, UpstreamRead],
+) -> list[UpstreamCheck]:
+    """The upstream gate: raise `UpstreamNotDone` unless the latest attempt of every upstream period `target`
+    reads (same grain or not, lookbacks included) is done; returns the checks when it may run.
+
+    The one place this decision is made: every launch path (UI, backfill, sensor, `log rerun`) reaches it through
+    the run lifecycle, after the claim, so a refusal is recorded as the downstream's FAILURE. The message names
+    each blocking upstream period, e.g. `ods/orders [2024-01-01]: FAILURE (run 1a2b3c4d)`.
+    """
+    checks = upstream_checks(job_log, target, upstreams)
+    blocking = tuple((c.upstream, p) for c in checks for p in c.missing)
+    if not blocking:
+        return checks
+    shown = "; ".join(f"{name} [{p.partition_key}]: {_status_of(p)}" for name, p in blocking[:10])
+    more = f"; and {len(blocking) - 10} more" if len(blocking) > 10 else ""
+    raise UpstreamNotDone(
+        f"{job_name} [{target.partition_key}] refused: upstream not SUCCESS in the job log: {shown}{more}",
+        blocking=blocking,
     )

@@ -7,7 +7,10 @@ the staged rows before the swap (a failed rule keeps the data out and fails the 
 `dagster/column_schema`.
 
 Input: the upstream partitions the partition mapping asks for, as one DataFrame; a partition that was never
-written fails the step with a message naming it (so no table is built on missing input).
+written fails the step with a message naming it (so no table is built on missing input). Loading is not a gate:
+the log-driven assets (SQL tables, ODS merges) declare their upstreams as dependencies, not inputs, so nothing is
+loaded before their run lifecycle has claimed the period and checked that every upstream period it reads is
+SUCCESS in the job log (`planner.require_upstreams_done`, called from `logdriven.PartitionRun.begin`).
 """
 
 from __future__ import annotations

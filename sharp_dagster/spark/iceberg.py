@@ -24,9 +24,10 @@ Nothing here imports Dagster. The table API is reached through Py4J (`Spark3Util
 
 from __future__ import annotations
 
+import random
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from sharp_dagster.spark.tables import MissingPartitionError, TableRef, partitio
 DEFAULT_CATALOG = "sharp"
 STAGE_PREFIX = "stage_"
 TOKEN_PROPERTY = "sharp.token"
+COMMIT_ATTEMPTS = 20
 _VALUE = re.compile(r"^[A-Za-z0-9_\-:. ]+$")
 _BRANCH_CHARS = re.compile(r"[^a-z0-9_]+")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -164,6 +166,7 @@ class IcebergTables:
         self.spark = spark
         self.catalog = catalog
         self._jvm = spark.sparkContext._jvm
+        self.commit_retries = 0  # reference commits retried after another writer committed first
 
     # ---------------------------------------------------------------- names
     def name(self, ref: TableRef) -> str:
@@ -188,6 +191,35 @@ class IcebergTables:
         # Spark caches loaded tables per session; a commit through the Java API (or another process) is seen after
         # a refresh.
         self.spark.catalog.refreshTable(self.name(ref))
+
+    def _commit_refs(self, ref: TableRef, build: Callable[[Any], Any]) -> Any:
+        """Commit a snapshot-reference change built by `build(table)` on freshly loaded metadata, retrying when
+        another writer committed first.
+
+        Iceberg's `ManageSnapshots` does not retry by itself after a concurrent commit (its operations keep the
+        metadata they were built on and fail with "Table metadata refresh is required"), so each attempt reloads
+        the table and rebuilds the change; `build` re-checks its preconditions and returns None for no change.
+        Returns the table, whose metadata includes the commit.
+        """
+        for attempt in range(COMMIT_ATTEMPTS):
+            table = self._table(ref)
+            if attempt:
+                table.refresh()  # the session's catalog may cache the table: read the catalog's pointer again
+            pending = build(table)
+            if pending is None:
+                return table
+            try:
+                pending.commit()
+                return table
+            except Exception as exc:
+                kind, _ = _java_error(exc)
+                if (
+                    kind != "org.apache.iceberg.exceptions.CommitFailedException"
+                    or attempt == COMMIT_ATTEMPTS - 1
+                ):
+                    raise
+            self.commit_retries += 1
+            time.sleep(random.uniform(0.02, 0.1) * (attempt + 1))
 
     def _condition(self, ref: TableRef, values: Mapping[str, str]):
         cond = None
@@ -218,7 +250,9 @@ class IcebergTables:
             return False
         missing = [c for c in ref.partition_cols if c not in df.columns]
         if missing:
-            raise ValueError(f"{ref.qualified}: partition columns {missing} not in the DataFrame {df.columns}")
+            raise ValueError(
+                f"{ref.qualified}: partition columns {missing} not in the DataFrame {df.columns}"
+            )
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self.catalog}.{ref.database}")
         writer = df.limit(0).writeTo(self.name(ref)).using("iceberg").partitionedBy(*ref.partition_cols)
         for key, value in TABLE_PROPERTIES.items():
@@ -266,13 +300,16 @@ class IcebergTables:
             data = data.withColumn(col, F.lit(values[col]))
         self.ensure_table(ref, data)
         branch = branch_name(token)
-        table = self._table(ref)
-        manage = table.manageSnapshots()
-        if table.refs().containsKey(branch):
-            manage = manage.removeBranch(branch)  # an earlier attempt of this token: start again from main
-        # createBranch(name) forks at main's current snapshot.
-        manage.createBranch(branch).commit()
-        base = self._table(ref).refs().get(branch)
+
+        def cut(table: Any) -> Any:
+            manage = table.manageSnapshots()
+            if table.refs().containsKey(branch):
+                manage = manage.removeBranch(
+                    branch
+                )  # an earlier attempt of this token: start again from main
+            return manage.createBranch(branch)  # forks at main's current snapshot
+
+        base = self._commit_refs(ref, cut).refs().get(branch)
         base_id = int(base.snapshotId()) if base is not None else None
         self._refresh(ref)
         writer = data.writeTo(self._branch_table(ref, branch)).option("mergeSchema", "true")
@@ -285,7 +322,11 @@ class IcebergTables:
         table = self._table(ref)
         snapshot_id = int(table.refs().get(branch).snapshotId())
         # No rows: Spark commits nothing (the head is still the base) or an empty snapshot.
-        rows = 0 if snapshot_id == base_id else int(table.snapshot(snapshot_id).summary().get("added-records") or 0)
+        rows = (
+            0
+            if snapshot_id == base_id
+            else int(table.snapshot(snapshot_id).summary().get("added-records") or 0)
+        )
         if rows == 0:
             snapshot_id = self._stage_empty(ref, values, branch, token, extra)
         return StagedPartition(
@@ -304,8 +345,10 @@ class IcebergTables:
         """An empty replacement has no rows to name its partition: cut the branch again and delete the partition
         on it by filter (publishable only as a fast-forward: Iceberg cherry-picks appends and dynamic overwrites).
         """
+        self._commit_refs(
+            ref, lambda table: table.manageSnapshots().removeBranch(branch).createBranch(branch)
+        )
         table = self._table(ref)
-        table.manageSnapshots().removeBranch(branch).createBranch(branch).commit()
         expressions = self._jvm.org.apache.iceberg.expressions.Expressions
         expr = None
         for col in ref.partition_cols:
@@ -333,18 +376,27 @@ class IcebergTables:
         published already.
         """
         ref = staged.ref
-        table = self._table(ref)
-        head = table.refs().get(staged.branch)
         where = f"{partition_label(ref, staged.values_dict)} (token {staged.token})"
-        if head is None or int(head.snapshotId()) != staged.snapshot_id:
-            raise StalePublishError(f"cannot publish {where}: branch {staged.branch} no longer holds the staged data")
-        main = table.currentSnapshot()
-        parent = table.snapshot(staged.snapshot_id).parentId()
-        moved = main is not None and (parent is None or int(parent) != int(main.snapshotId()))
-        if moved and strict:
-            raise StalePublishError(f"cannot publish {where}: main moved since the branch was cut (strict)")
+
+        def pick(table: Any) -> Any:
+            head = table.refs().get(staged.branch)
+            if head is None or int(head.snapshotId()) != staged.snapshot_id:
+                raise StalePublishError(
+                    f"cannot publish {where}: branch {staged.branch} no longer holds the staged data"
+                )
+            main = table.currentSnapshot()
+            parent = table.snapshot(staged.snapshot_id).parentId()
+            moved = main is not None and (parent is None or int(parent) != int(main.snapshotId()))
+            if moved and strict:
+                raise StalePublishError(
+                    f"cannot publish {where}: main moved since the branch was cut (strict)"
+                )
+            return table.manageSnapshots().cherrypick(staged.snapshot_id).removeBranch(staged.branch)
+
         try:
-            table.manageSnapshots().cherrypick(staged.snapshot_id).removeBranch(staged.branch).commit()
+            self._commit_refs(ref, pick)
+        except StalePublishError:
+            raise
         except Exception as exc:
             kind, message = _java_error(exc)
             if kind in _FENCE_ERRORS:
@@ -406,14 +458,17 @@ class IcebergTables:
         return orphans
 
     def _remove_branches(self, ref: TableRef, names: Iterable[str]) -> None:
-        table = self._table(ref)
-        manage = None
-        for name in names:
-            if table.refs().containsKey(name):
-                manage = (manage or table.manageSnapshots()).removeBranch(name)
-        if manage is not None:
-            manage.commit()
-            self._refresh(ref)
+        names = list(names)
+
+        def drop(table: Any) -> Any:
+            manage = None
+            for name in names:
+                if table.refs().containsKey(name):
+                    manage = (manage or table.manageSnapshots()).removeBranch(name)
+            return manage
+
+        self._commit_refs(ref, drop)
+        self._refresh(ref)
 
     # ---------------------------------------------------------------- history
     def history(self, ref: TableRef) -> list[dict[str, Any]]:
@@ -465,10 +520,12 @@ class IcebergTables:
         if table.snapshot(int(snapshot_id)) is None:
             raise LookupError(f"{self.name(ref)} has no snapshot {snapshot_id}")
         try:
-            table.manageSnapshots().rollbackTo(int(snapshot_id)).commit()
+            self._commit_refs(ref, lambda t: t.manageSnapshots().rollbackTo(int(snapshot_id)))
         except Exception as exc:
             if "not an ancestor" in _java_error(exc)[1]:
-                raise ValueError(f"{self.name(ref)}: snapshot {snapshot_id} is not an ancestor of main") from None
+                raise ValueError(
+                    f"{self.name(ref)}: snapshot {snapshot_id} is not an ancestor of main"
+                ) from None
             raise
         self._refresh(ref)
         return previous
@@ -480,7 +537,9 @@ class IcebergTables:
             return []
         self._refresh(ref)
         cols = ", ".join(f"partition.`{c}` AS `{c}`" for c in ref.partition_cols)
-        rows = self.spark.sql(f"SELECT {cols} FROM {self.name(ref)}.partitions WHERE record_count > 0").collect()
+        rows = self.spark.sql(
+            f"SELECT {cols} FROM {self.name(ref)}.partitions WHERE record_count > 0"
+        ).collect()
         found = [{c: str(r[c]) for c in ref.partition_cols} for r in rows]
         return sorted(found, key=lambda v: tuple(v[c] for c in ref.partition_cols))
 

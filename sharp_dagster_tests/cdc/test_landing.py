@@ -334,3 +334,54 @@ def test_cli_land_keeps_offsets_and_watermarks_between_runs(cdc, spark, table_st
     assert main(argv) == 0
     assert "read 0, landed 0" in capsys.readouterr().out
     assert json.loads(state.read_text())["offsets"] == first["offsets"]
+
+
+def test_parsing_runs_on_the_executors_and_a_rerun_reads_the_same_records(
+    cdc, spark, table_store, monkeypatch
+):
+    """The driver never parses (its parser is broken here; the executors' Python workers import their own), and
+    landing the recorded range again reads exactly that range, however many records arrived since."""
+    from sharp_dagster.cdc import messages
+
+    def driver_must_not_parse(*args, **kwargs):
+        raise AssertionError("parse_message was called in the driver")
+
+    monkeypatch.setattr(messages, "parse_message", driver_must_not_parse)
+    db = cdc.new_database("exe")
+    topic = f"binlog.{db}"
+    cdc.create_topic(topic, partitions=2)
+    rules = ShardRules.from_mapping({"user_info": r"user_info_(\d+)"})
+    when = dt.datetime(2024, 5, 1, 7, 30, tzinfo=dt.UTC)
+    msg = functools.partial(_msg, database=db)
+    first_batch = [
+        (0, msg("user_info_1", 10, when)),
+        (0, msg("user_info_1", 10, when)),  # replayed by the collector: the same change twice
+        (0, b"not json"),
+        (1, msg("user_info_2", 20, when + dt.timedelta(minutes=5))),
+        (1, msg("", 0, when + dt.timedelta(minutes=40), kind="HEARTBEAT")),
+    ]
+    cdc.produce(topic, first_batch, timestamp_ms=int(when.timestamp() * 1000))
+    first = land(spark, table_store, cdc.kafka, topic, None, "latest", rules)
+    assert (first.read, first.landed, first.duplicates, first.quarantined, first.heartbeats) == (
+        5,
+        2,
+        1,
+        1,
+        1,
+    )
+    assert first.end_offsets == {0: 3, 1: 2} and first.start_offsets == {0: 0, 1: 0}
+    es = int(when.timestamp() * 1000)
+    assert first.watermarks_ms == {0: es, 1: es + 40 * 60_000} and first.low_watermark_ms == es
+    assert first.max_event_ts_ms == {0: es, 1: es + 5 * 60_000} and first.min_event_ts_ms == es
+    assert first.touched_hours == [("user_info", "2024-05-01", "07")]
+    assert sorted(r["kafka_offset"] for r in raw_rows(table_store, db) if r["kafka_partition"] == 0) == [0]
+
+    cdc.produce(topic, [(0, msg("user_info_1", 30, when)), (1, msg("user_info_2", 40, when)), (1, b"{}")])
+    again = land(spark, table_store, cdc.kafka, topic, first.start_offsets, first.end_offsets, rules)
+    same = ("read", "heartbeats", "quarantined", "quarantine_reasons", "end_offsets", "watermarks_ms")
+    assert {k: getattr(again, k) for k in same} == {k: getattr(first, k) for k in same}
+    assert (again.landed, again.duplicates, again.written_partitions) == (0, 3, [])
+
+    rest = land(spark, table_store, cdc.kafka, topic, first.end_offsets, "latest", rules)
+    assert (rest.read, rest.landed, rest.quarantined, rest.end_offsets) == (3, 2, 1, {0: 4, 1: 4})
+    assert len(raw_rows(table_store, db)) == 4

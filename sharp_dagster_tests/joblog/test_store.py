@@ -33,22 +33,7 @@ def _rows(job_log: JobLog, table, *where):
 
 def test_ten_concurrent_claims_one_winner(db_url):
     JobLog(db_url)  # schema first, so the children race on the claim only
-    ctx = workers.context()
-    barrier = ctx.Barrier(10)
-    results = ctx.Queue()
-    procs = [
-        ctx.Process(
-            target=workers.claim_once, args=(db_url, ASSET, "2024-01-05", f"run-{i}", barrier, results)
-        )
-        for i in range(10)
-    ]
-    for p in procs:
-        p.start()
-    outcomes = [results.get(timeout=180) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-    errors = [o for o in outcomes if o[0] == "error"]
-    assert not errors, errors[0][2]
+    outcomes = workers.race_claims(db_url, ASSET, "2024-01-05")
     won = [o for o in outcomes if o[0] == "won"]
     refused = [o for o in outcomes if o[0] == "refused"]
     assert len(won) == 1 and len(refused) == 9, outcomes

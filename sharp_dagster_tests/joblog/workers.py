@@ -16,6 +16,25 @@ def context():
     return ctx
 
 
+def race_claims(url: str, job_name: str, partition_key: str, processes: int = 10) -> list[tuple]:
+    """`processes` fresh processes claim one period at the same moment; their outcomes (none may error)."""
+    ctx = context()
+    barrier = ctx.Barrier(processes)
+    results = ctx.Queue()
+    procs = [
+        ctx.Process(target=claim_once, args=(url, job_name, partition_key, f"run-{i}", barrier, results))
+        for i in range(processes)
+    ]
+    for p in procs:
+        p.start()
+    outcomes = [results.get(timeout=180) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    errors = [o for o in outcomes if o[0] == "error"]
+    assert not errors, errors[0][2]
+    return outcomes
+
+
 def claim_once(url: str, job_name: str, partition_key: str, run_id: str, barrier, results) -> None:
     """Open the job log, wait for every sibling, claim the period once, report, and exit holding the claim."""
     try:

@@ -134,7 +134,9 @@ def test_a_stale_stage_of_the_same_partition_cannot_publish(spark, ice):
     other_day = ice.stage(REF, {"dt": "2024-01-02"}, _rows(spark, "2024-01-02", 6, "other"), token="r2:1")
     ice.publish(fresh)
 
-    with pytest.raises(StalePublishError, match=r"ods\.orders\[dt=2024-01-01\].*token r1:1.*changed partition"):
+    with pytest.raises(
+        StalePublishError, match=r"ods\.orders\[dt=2024-01-01\].*token r1:1.*changed partition"
+    ):
         ice.publish(stale)
     # Strict mode fences at the table: main moved, so even another day may not publish...
     with pytest.raises(StalePublishError, match="main moved"):
@@ -156,7 +158,11 @@ def test_snapshot_properties_carry_the_token_and_rollback_restores(spark, ice):
     # A stage cut before another publish is cherry-picked (a new snapshot): it must still name its token.
     late = ice.stage(REF, {"dt": "2024-01-02"}, _rows(spark, "2024-01-02", 1, "v1"), token="job3:1")
     ice.write_partition(
-        REF, {"dt": "2024-01-01"}, _rows(spark, "2024-01-01", 9, "bad"), token="job2:1", properties={"job": "j2"}
+        REF,
+        {"dt": "2024-01-01"},
+        _rows(spark, "2024-01-01", 9, "bad"),
+        token="job2:1",
+        properties={"job": "j2"},
     )
     ice.publish(late)
 
@@ -186,7 +192,10 @@ def test_clean_orphans_drops_only_dead_stages(spark, ice):
 
 
 # ---------------------------------------------------------------- two processes, one catalog
-_WORKER_DAYS = {"a": ["2024-03-01", "2024-03-02", "2024-03-03"], "b": ["2024-03-04", "2024-03-05", "2024-03-06"]}
+_WORKER_DAYS = {
+    "a": ["2024-03-01", "2024-03-02", "2024-03-03"],
+    "b": ["2024-03-04", "2024-03-05", "2024-03-06"],
+}
 _SHARED_DAY = "2024-03-09"
 
 
@@ -198,9 +207,18 @@ def test_concurrent_publishes_from_two_processes(spark, ice, tmp_path):
     procs = []
     for worker in ("a", "b"):
         env = {**os.environ, "SHARP_DATA_DIR": str(tmp_path / f"data_{worker}"), "PYTHONPATH": os.getcwd()}
-        args = [sys.executable, __file__, worker, str(settings.warehouse_dir), settings.log_db_url, ice.catalog]
+        args = [
+            sys.executable,
+            __file__,
+            worker,
+            str(settings.warehouse_dir),
+            settings.log_db_url,
+            ice.catalog,
+        ]
         args.append(str(tmp_path))  # the folder of the barrier files
-        procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
     reports = {}
     for worker, proc in zip(("a", "b"), procs, strict=True):
         try:
@@ -217,6 +235,7 @@ def test_concurrent_publishes_from_two_processes(spark, ice, tmp_path):
     assert len(shared) == 1, reports
     loser = "b" if shared == ["a"] else "a"
     assert reports[loser]["shared"].startswith("stale"), reports
+    print("commit retries after a concurrent commit:", {w: r["retries"] for w, r in reports.items()})
 
     content = _content(ice)
     expected = {day: (3, (f"{w}{i}",)) for w, days in _WORKER_DAYS.items() for i, day in enumerate(days)}
@@ -224,7 +243,10 @@ def test_concurrent_publishes_from_two_processes(spark, ice, tmp_path):
     assert content == expected
     history = ice.history(REF)
     tokens = [h["token"] for h in history if h["is_current_ancestor"]]
-    assert sorted(tokens) == sorted(["seed:1", f"{shared[0]}:shared", *(f"{w}:{d}" for w in "ab" for d in "012")])
+    assert tokens[0] is None  # the table's creation; every publish names its run
+    assert sorted(tokens[1:]) == sorted(
+        ["seed:1", f"{shared[0]}:shared", *(f"{w}:{d}" for w in "ab" for d in "012")]
+    )
     assert set(ice.staged_branches(REF)) == {f"stage_{loser}_shared"}  # the loser's stage, for clean_orphans
 
 
@@ -239,7 +261,9 @@ def _worker(name: str, warehouse: str, log_db_url: str, catalog: str, barrier_di
     # Both stage the shared day first, and wait until the other has staged it too (so neither stage saw the
     # other's publish), then publish their own days (interleaving commits with the other process) and the shared
     # day last: only one of the two may win it.
-    shared = ice.stage(REF, {"dt": _SHARED_DAY}, _rows(spark, _SHARED_DAY, 5, f"shared_{name}"), f"{name}:shared")
+    shared = ice.stage(
+        REF, {"dt": _SHARED_DAY}, _rows(spark, _SHARED_DAY, 5, f"shared_{name}"), f"{name}:shared"
+    )
     Path(barrier_dir, f"staged_{name}").touch()
     other = Path(barrier_dir, f"staged_{'b' if name == 'a' else 'a'}")
     deadline = time.monotonic() + 300
@@ -256,7 +280,7 @@ def _worker(name: str, warehouse: str, log_db_url: str, catalog: str, barrier_di
         outcome = "published"
     except StalePublishError as exc:
         outcome = f"stale: {exc}"
-    print(json.dumps({"published": published, "shared": outcome}))
+    print(json.dumps({"published": published, "shared": outcome, "retries": ice.commit_retries}))
     spark.stop()
 
 
