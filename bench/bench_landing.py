@@ -9,8 +9,8 @@ own:
 - `old_driver_loop`: the landing as it was before (a librdkafka consumer in the driver, `parse_message` in the
   driver, every row gathered into a Python list, then `createDataFrame` per partition); copied below from the
   project's history as the baseline, nothing else uses it;
-- `spark_landing`: `sharp_dagster.cdc.landing.land` (Spark's Kafka source, the parser as a Python UDF on the
-  executors, aggregates collected).
+- `spark_landing`: `sharp_dagster.cdc.landing.land` (Spark's Kafka source, the parser on the executors over Arrow
+  batches with `mapInArrow`, aggregates collected).
 
 Both must land the same rows and quarantine the same records. Reported: seconds and messages per second of each,
 and the ratio.

@@ -96,7 +96,6 @@ LOG_ASSETS: dict[str, LogDrivenAsset] = {
     **{t.asset_key_str: ods_log_asset(t) for t in ods_tables()},
     **{t.asset_key_str: log_driven_spec(t, GRAINS, STARTS) for t in CATALOG.tables},
 }
-UPSTREAMS = {t.asset_key_str: [u.replace(".", "/") for u in DEPS[t.qualified].assets] for t in CATALOG.tables}
 
 spark = SparkResource()
 defs = Definitions(
@@ -104,7 +103,7 @@ defs = Definitions(
     asset_checks=governance_checks,
     jobs=[warehouse_job, landing_job],
     sensors=[
-        build_log_driven_sensor(LOG_ASSETS, UPSTREAMS),
+        build_log_driven_sensor(LOG_ASSETS),
         *[build_kafka_sensor(db, topic) for _, db, topic in landing_assets()],
         *[
             build_done_marker_sensor(db, [t.asset_key_str for t in ods_tables() if t.database == db])

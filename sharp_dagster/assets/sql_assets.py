@@ -55,10 +55,6 @@ def asset_key_of(qualified: str) -> AssetKey:
     return AssetKey(qualified.split("."))
 
 
-def input_name(qualified: str) -> str:
-    return qualified.replace(".", "__")
-
-
 def sql_description(table: SqlTable) -> str:
     """The table's description followed by its SQL, as the UI shows it."""
     return f"{table.description}\n\n```sql\n{table.sql.strip()}\n```"

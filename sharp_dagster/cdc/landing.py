@@ -4,9 +4,10 @@
 starts, with Spark's Kafka batch source (`spark-sql-kafka-0-10`: `startingOffsets`/`endingOffsets` given as JSON,
 `failOnDataLoss`; nothing is committed to a consumer group: the caller's job log keeps the offsets). So a re-run
 with the same offsets reads exactly the same records, however many arrived since. The executors parse every record
-(`messages.parse_message`, the one parser, run as a Python UDF on the executors: the driver never holds the
-messages), and Spark computes what the driver needs as small aggregates (counts, quarantine reasons, per-partition
-event-time maxima, touched hours). The landing writes:
+(`messages.parse_message`, the one parser, run on the executors over Arrow record batches with
+`DataFrame.mapInArrow`: the driver never holds the messages, and records cross between the JVM and Python as
+columns, not one pickled row at a time), and Spark computes what the driver needs as small aggregates (counts,
+quarantine reasons, per-partition event-time maxima, touched hours). The landing writes:
 
 - row changes, DDL and TRUNCATE to `original_binlog.<db>`, partitioned by (table_name, dt, hour) of the event time
   (UTC). Within the batch a change read twice (same `event_uid`) is kept once, the copy at the lowest
@@ -54,15 +55,19 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from pyspark import InheritableThread, StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from sharp_dagster.cdc import binlog_schema as bs
 from sharp_dagster.cdc import messages
@@ -362,15 +367,16 @@ def _read(
         .option("failOnDataLoss", "true")
         .load()
     )
-    parse = F.udf(
-        _Parser(topic, rules, ingest, result.database),
-        "struct<" + ", ".join(f"{n}: {t}" for n, t in PARSED_COLUMNS) + ">",
-        useArrow=False,  # pickled rows: no pyarrow needed on the executors
-    )
+    from pyspark.sql.pandas.types import to_arrow_schema  # imports pyarrow: only when a landing runs
+
+    schema = StructType.fromDDL(", ".join(f"{n} {t}" for n, t in PARSED_COLUMNS))
     millis = F.unix_millis("timestamp")
     records = kafka.select(
-        parse("value", "partition", "offset", F.when(millis >= 0, millis).otherwise(F.lit(None))).alias("r")
-    ).select("r.*")
+        "value",
+        "partition",
+        "offset",
+        F.when(millis >= 0, millis).otherwise(F.lit(None)).alias("timestamp_ms"),
+    ).mapInArrow(_Parser(topic, rules, ingest, result.database, to_arrow_schema(schema)), schema)
 
     def read_and_summarize(abandoned: threading.Event) -> list:
         # persist() already plans the query, and planning asks the brokers for the topic's partitions: both
@@ -451,15 +457,27 @@ def _summarize(
 
 
 class _Parser:
-    """The executors' side: one Kafka record in, one PARSED_COLUMNS tuple out, through `messages.parse_message`.
+    """The executors' side: Arrow batches of Kafka records (value, partition, offset, timestamp_ms) in, Arrow
+    batches of PARSED_COLUMNS out, every record through `messages.parse_message`.
 
     A module-level class, so Spark ships it by reference and every Python worker imports the parser itself.
+    `schema` is the Arrow schema of PARSED_COLUMNS as Spark expects it back (computed on the driver).
     """
 
-    def __init__(self, topic: str, rules: ShardRules, ingest: int, database: str):
+    def __init__(self, topic: str, rules: ShardRules, ingest: int, database: str, schema: pa.Schema):
         self.topic, self.rules, self.ingest, self.database = topic, rules, ingest, database
+        self.schema = schema
 
-    def __call__(self, value: Any, partition: int, offset: int, timestamp_ms: int | None) -> tuple:
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        for batch in batches:
+            columns = (batch.column(i).to_pylist() for i in range(4))
+            parsed = [self.parse(*record) for record in zip(*columns, strict=True)]
+            # Missing keys are nulls: a row change fills no quarantine fields, a heartbeat only its position.
+            yield pa.RecordBatch.from_pylist(parsed, schema=self.schema)
+
+    def parse(self, value: Any, partition: int, offset: int, timestamp_ms: int | None) -> dict[str, Any]:
         parsed = messages.parse_message(
             value,
             self.topic,
@@ -471,28 +489,26 @@ class _Parser:
             expected_database=self.database,  # the topic carries this database only
         )
         if isinstance(parsed, messages.Heartbeat):
-            return self._fill(HEARTBEAT, event_ts_ms=parsed.es_ms, partition=partition, offset=offset)
+            return self._position(HEARTBEAT, partition, offset, event_ts_ms=parsed.es_ms)
         if isinstance(parsed, messages.Quarantined):
             # The record's own timestamp fixes the day, so re-landing the same offsets hits the same partition.
             day = _utc(timestamp_ms if timestamp_ms is not None else self.ingest).strftime("%Y-%m-%d")
-            return self._fill(
+            return self._position(
                 QUARANTINE,
+                partition,
+                offset,
                 reason=parsed.reason,
                 reason_kind=_reason_kind(parsed.reason),
                 kafka_timestamp_ms=timestamp_ms,
                 raw_value=bytes(parsed.value),
-                partition=partition,
-                offset=offset,
                 dt=day,
             )
-        return (ROW, None, None, None, None, *(parsed[name] for name in _ROW_KEYS))
+        parsed["kind"] = ROW  # a fresh dict of the row's columns, ours to extend
+        return parsed
 
-    def _fill(self, kind: str, *, partition: int, offset: int, **values: Any) -> tuple:
+    def _position(self, kind: str, partition: int, offset: int, **values: Any) -> dict[str, Any]:
         values.update(kind=kind, kafka_topic=self.topic, kafka_partition=partition, kafka_offset=offset)
-        return tuple(values.get(name) for name, _ in PARSED_COLUMNS)
-
-
-_ROW_KEYS = [name for name, _ in PARSED_COLUMNS[5:]]
+        return values
 
 
 def _watched(

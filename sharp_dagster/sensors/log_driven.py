@@ -4,7 +4,8 @@ The pending queue comes from the job log (`planner.pending_queue`: failed and ne
 fully elapsed only). For each asset the sensor requests the head of its queue when
 
 - nothing of that asset is RUNNING in the job log or queued/running in Dagster (one at a time per asset),
-- every log-driven upstream has that period's window done (so a chain advances day by day, in order),
+- every log-driven upstream period it reads (any grain, lookbacks included) is done: the run's own upstream gate
+  (`planner.require_upstreams_done`) would refuse it otherwise, so a chain advances day by day, in order,
 - the head has failed fewer than `max_attempts` times: a failure that retrying fixes heals itself, in order; one
   that needs a person stops there (and is alerted once) until someone fixes it and re-runs it
   (`sharp-dagster log rerun`), or raises the limit.
@@ -14,7 +15,7 @@ The run key carries the attempt number, so a retry is a new run while a repeated
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from dagster import (
     AssetKey,
@@ -29,7 +30,8 @@ from dagster import (
     sensor,
 )
 
-from sharp_dagster.joblog import FAILURE, check_upstream_done, pending_queue
+from sharp_dagster.joblog import FAILURE, pending_queue
+from sharp_dagster.joblog.planner import upstream_checks
 from sharp_dagster.logdriven import LogDrivenAsset, job_log
 
 IN_FLIGHT = [
@@ -43,7 +45,6 @@ ASSET_TAG = "sharp/asset"
 
 def plan_requests(
     assets: Mapping[str, LogDrivenAsset],
-    upstreams: Mapping[str, Sequence[str]],
     in_flight: set[str],
     max_attempts: int = 3,
 ) -> tuple[list[RunRequest], list[str]]:
@@ -62,13 +63,9 @@ def plan_requests(
             continue
         head = queue[0]
         blocked = []
-        for up in upstreams.get(name, ()):
-            up_asset = assets.get(up)
-            if up_asset is None:
-                continue
-            check = check_upstream_done(jl, up, up_asset.spec, head.start, head.end)
-            if not check.ok:
-                blocked.append(check.describe())
+        # The same upstream reads (grain, lookback) the run's gate checks, so the sensor launches no run the
+        # gate would refuse.
+        blocked += [c.describe() for c in upstream_checks(jl, head, asset.upstream) if not c.ok]
         if asset.ready is not None:
             reason = asset.ready(head)
             if reason:
@@ -113,7 +110,6 @@ def _alert_stuck(name: str, partition_key: str, attempts: int) -> None:
 
 def build_log_driven_sensor(
     assets: Mapping[str, LogDrivenAsset],
-    upstreams: Mapping[str, Sequence[str]],
     max_attempts: int = 3,
     minimum_interval_seconds: int = 30,
 ):
@@ -133,7 +129,7 @@ def build_log_driven_sensor(
                 in_flight.add(run.tags[ASSET_TAG])
             for key in run.asset_selection or ():
                 in_flight.add(key.to_user_string())
-        requests, waiting = plan_requests(assets, upstreams, in_flight, max_attempts)
+        requests, waiting = plan_requests(assets, in_flight, max_attempts)
         for line in waiting[:20]:
             context.log.info(line)
         if not requests:

@@ -132,16 +132,16 @@ class PostgresServer:
             **self._user_kwargs,
         )
         log.close()
-        import psycopg2
+        import psycopg
 
         deadline = time.monotonic() + timeout_s
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError(f"postgres exited with {self.process.returncode}: {self.log_tail()}")
             try:
-                psycopg2.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres").close()
+                psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres").close()
                 return self
-            except psycopg2.OperationalError:
+            except psycopg.OperationalError:
                 if time.monotonic() > deadline:
                     self.stop()
                     raise RuntimeError(
@@ -156,13 +156,13 @@ class PostgresServer:
             return ""
 
     def url(self, database: str = "postgres") -> str:
-        return f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/{database}"
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
 
     def create_database(self, name: str | None = None) -> str:
-        import psycopg2
+        import psycopg
 
         name = name or f"t_{uuid.uuid4().hex[:12]}"
-        conn = psycopg2.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres")
+        conn = psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres")
         conn.autocommit = True
         try:
             with conn.cursor() as cur:

@@ -147,7 +147,7 @@ def test_errors_are_one_line(project, tmp_path, capsys, argv, expected):
 
 
 def test_unreachable_database_error(project, capsys):
-    url = f"postgresql+psycopg2://etl:Pw0rdX@127.0.0.1:{free_port()}/log"
+    url = f"postgresql+psycopg://etl:Pw0rdX@127.0.0.1:{free_port()}/log"
     code, _, err = run_cli(capsys, "log", "--db-url", url, "status")
     assert code == 2 and "cannot reach the job-log database" in err and "Pw0rdX" not in err
     assert len(err.strip().splitlines()) == 1

@@ -88,12 +88,12 @@ def test_concurrent_first_start(db_url):
 
 def test_unreachable_database_hides_the_password():
     port = free_port()  # nothing listens there
-    url = f"postgresql+psycopg2://etl:S3cretPw@127.0.0.1:{port}/joblog"
+    url = f"postgresql+psycopg://etl:S3cretPw@127.0.0.1:{port}/joblog"
     with pytest.raises(DatabaseUnavailable) as exc:
         ensure_schema(url)
     message = str(exc.value)
     assert "S3cretPw" not in message
-    assert f"postgresql+psycopg2://etl:***@127.0.0.1:{port}/joblog" in message
+    assert f"postgresql+psycopg://etl:***@127.0.0.1:{port}/joblog" in message
     with pytest.raises(DatabaseUnavailable) as exc:
         JobLog(url)
     assert "S3cretPw" not in str(exc.value)

@@ -29,9 +29,9 @@ def free_port() -> int:
 URL_FORMS = [
     ("postgresql://etl:s3cretPw@db:5432/log", ["s3cretPw"], "postgresql://etl:***@db:5432/log"),
     (
-        "postgresql+psycopg2://etl@db/log?password=Qu3ryPw&sslmode=require",
+        "postgresql+psycopg://etl@db/log?password=Qu3ryPw&sslmode=require",
         ["Qu3ryPw"],
-        "postgresql+psycopg2://etl@db/log?password=***&sslmode=require",
+        "postgresql+psycopg://etl@db/log?password=***&sslmode=require",
     ),
     ("mysql+pymysql://etl@db:3306/shop?pwd=Pwd0nly", ["Pwd0nly"], "mysql+pymysql://etl@db:3306/shop?pwd=***"),
     (
@@ -150,11 +150,11 @@ def test_alerts_are_scrubbed(caplog, monkeypatch):
     ("url", "leaks"),
     [
         (
-            "postgresql+psycopg2://etl@127.0.0.1:{port}/joblog?password=Fa1l%40Pw%2F",
+            "postgresql+psycopg://etl@127.0.0.1:{port}/joblog?password=Fa1l%40Pw%2F",
             ["Fa1l%40Pw%2F", "Fa1l@Pw/"],
         ),
-        ("postgresql+psycopg2://etl:Fa1l@Pw:x/y@127.0.0.1:{port}/joblog", ["Fa1l@Pw", "Pw:x/y"]),
-        ("postgresql+psycopg2://etl:Fa1l%3APw@127.0.0.1:{port}/joblog", ["Fa1l%3APw", "Fa1l:Pw"]),
+        ("postgresql+psycopg://etl:Fa1l@Pw:x/y@127.0.0.1:{port}/joblog", ["Fa1l@Pw", "Pw:x/y"]),
+        ("postgresql+psycopg://etl:Fa1l%3APw@127.0.0.1:{port}/joblog", ["Fa1l%3APw", "Fa1l:Pw"]),
     ],
     ids=["query-password", "raw-at-colon-slash", "percent-encoded"],
 )

@@ -3,22 +3,14 @@ warnings. Screenshots go to artifacts/screenshots/ (git-ignored)."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 
 import pytest
 
 from sharp_dagster.settings import REPO_ROOT
+from sharp_dagster_tests.chromium import launch
 
 SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 TIMEOUT_MS = 60_000  # a shared, loaded machine
 
 
@@ -26,12 +18,8 @@ TIMEOUT_MS = 60_000  # a shared, loaded machine
 def browser() -> Iterator:
     from playwright.sync_api import sync_playwright
 
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
-    assert shutil.which(chromium), (
-        "Chromium is missing: scripts/bootstrap.sh test installs it (apt: chromium)"
-    )
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        b = launch(p)
         yield b
         b.close()
 

@@ -109,11 +109,11 @@ def test_sensor_launches_only_the_earliest_pending_period(own_feed):
     defs, instance, _ = env_of(feed)
     landed_and_done(feed, DAYS[:2])
     sensor = defs.resolve_sensor_def("log_driven_sensor")
-    from sharp_dagster.definitions import LOG_ASSETS, UPSTREAMS
+    from sharp_dagster.definitions import LOG_ASSETS
     from sharp_dagster.sensors.log_driven import plan_requests
 
     # ods/product is done through 2024-01-02; 2024-01-03 waits until its binlog has landed.
-    _, waiting = plan_requests(LOG_ASSETS, UPSTREAMS, set())
+    _, waiting = plan_requests(LOG_ASSETS, set())
     assert any(w.startswith("ods/product 2024-01-03: waits for the binlog of 2024-01-03") for w in waiting), (
         waiting
     )

@@ -191,6 +191,48 @@ def test_clean_orphans_drops_only_dead_stages(spark, ice):
     assert _content(ice) == {"2024-01-01": (1, ("a",))}
 
 
+def test_the_catalog_lives_in_a_postgresql_job_log(spark, tmp_path):
+    """The JDBC catalog derived from a PostgreSQL job-log URL, on a private server this test starts and stops."""
+    from sharp_dagster_tests.joblog.pgserver import PostgresServer
+
+    server = PostgresServer().start()
+    try:
+        url = server.create_database()
+        settings = _Settings(tmp_path / "warehouse", url)
+        catalog = f"icepg{os.getpid()}_{next(_names)}"
+        conf = catalog_conf(settings, catalog=catalog)
+        assert (
+            conf[f"spark.sql.catalog.{catalog}.uri"]
+            == f"jdbc:postgresql://127.0.0.1:{server.port}/{url.rsplit('/', 1)[1]}"
+        )
+        apply_catalog_conf(spark, conf)
+        ice = IcebergTables(spark, catalog)
+        ice.write_partition(REF, {"dt": "2024-01-01"}, _rows(spark, "2024-01-01", 2, "a"), token="pg:1")
+        stale = ice.stage(REF, {"dt": "2024-01-01"}, _rows(spark, "2024-01-01", 3, "stale"), token="pg:2")
+        ice.write_partition(REF, {"dt": "2024-01-01"}, _rows(spark, "2024-01-01", 4, "b"), token="pg:3")
+        with pytest.raises(StalePublishError, match="changed partition"):
+            ice.publish(stale)
+        assert _content(ice) == {"2024-01-01": (4, ("b",))}
+        assert [h["token"] for h in ice.history(REF)][1:] == ["pg:1", "pg:3"]
+
+        import psycopg  # the catalog's rows are in the job log's database, where another machine finds them
+
+        conn = psycopg.connect(
+            host="127.0.0.1", port=server.port, user="postgres", dbname=url.rsplit("/", 1)[1]
+        )
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT table_namespace, table_name FROM iceberg_tables WHERE catalog_name = %s",
+                    (catalog,),
+                )
+                assert cur.fetchall() == [("ods", "orders")]
+        finally:
+            conn.close()
+    finally:
+        server.stop()
+
+
 # ---------------------------------------------------------------- two processes, one catalog
 _WORKER_DAYS = {
     "a": ["2024-03-01", "2024-03-02", "2024-03-03"],

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -19,18 +18,8 @@ from pathlib import Path
 import pytest
 
 from sharp_dagster.settings import REPO_ROOT
+from sharp_dagster_tests.chromium import ARGS, MISSING, find_chromium
 
-# Debian's package installs /usr/bin/chromium; other systems name it chromium-browser. First found wins.
-CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 ARTIFACTS = REPO_ROOT / "artifacts" / "ui"
 PREP_TIMEOUT = 240
 
@@ -73,22 +62,11 @@ def graphql(url: str, query: str, variables: dict | None = None, timeout: float 
     return answer["data"]
 
 
-def find_chromium() -> Path | None:
-    """The Chromium binary: /usr/bin/chromium, else `chromium` or `chromium-browser` on PATH."""
-    for candidate in CHROMIUM_CANDIDATES:
-        found = shutil.which(candidate)
-        if found:
-            return Path(found)
-    return None
-
-
 @pytest.fixture(scope="module")
 def chromium_path() -> Path:
     found = find_chromium()
     if found is None:
-        pytest.skip(
-            f"no Chromium ({', '.join(CHROMIUM_CANDIDATES)}): install Debian's chromium (apt-get install -y chromium)"
-        )
+        pytest.skip(MISSING)
     return found
 
 
@@ -208,7 +186,7 @@ def page(chromium_path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(chromium_path), headless=True, args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=str(chromium_path), headless=True, args=ARGS)
         try:
             context = browser.new_context(viewport={"width": 1600, "height": 1000})
             page = context.new_page()

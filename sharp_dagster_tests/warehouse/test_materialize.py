@@ -107,7 +107,9 @@ def test_missing_upstream_partition_fails_by_name(spark, warehouse):
     message = failure.step_failure_data.error.message + "".join(
         c.message for c in (failure.step_failure_data.error.cause,) if c
     )
-    assert "ods.orders[dt=2024-01-03]" in message or "ods.order_item[dt=2024-01-03]" in message
+    # The upstream gate refuses first (issue 15), naming the never-run upstream partitions; nothing is read.
+    assert "ods/orders [2024-01-03]: never run" in message
+    assert "ods/order_item [2024-01-03]: never run" in message
     assert spark.table("dwd.order_detail").where("dt = '2024-01-03'").count() == 0
 
 
