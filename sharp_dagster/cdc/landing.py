@@ -211,16 +211,22 @@ def topic_partitions(consumer: Consumer, topic: str, timeout: float = 15.0) -> l
     return sorted(meta.partitions)
 
 
+def _watermarks(consumer: Consumer, topic: str, timeout: float = 30.0) -> dict[int, tuple[int, int]]:
+    """(first retained offset, offset after the last record) of every partition now (Kafka's ListOffsets)."""
+    marks = {}
+    for p in topic_partitions(consumer, topic, timeout):
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
+        marks[p] = (int(low), int(high))
+    return marks
+
+
 def capture_end_offsets(
     consumer_config: Mapping[str, Any], topic: str, timeout: float = 30.0
 ) -> dict[int, int]:
     """The offset after the last record of every partition now (Kafka's ListOffsets high watermark)."""
     consumer = _consumer(consumer_config)
     try:
-        return {
-            p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)[1])
-            for p in topic_partitions(consumer, topic, timeout)
-        }
+        return {p: high for p, (_low, high) in _watermarks(consumer, topic, timeout).items()}
     finally:
         consumer.close()
 
@@ -254,15 +260,16 @@ def land(
     parsed: _Parsed | None = None
     try:
         try:
-            partitions = topic_partitions(consumer, topic)
+            marks = _watermarks(consumer, topic)  # one ListOffsets per partition: first offsets, and the ends
+            partitions = sorted(marks)
             ends = (
-                capture_end_offsets(consumer_config, topic) if end_offsets == "latest" else dict(end_offsets)
+                {p: high for p, (_low, high) in marks.items()}
+                if end_offsets == "latest"
+                else dict(end_offsets)
             )
             starts: dict[int, int] = {}
             for p in partitions:
-                low, _high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, p), timeout=15, cached=False
-                )
+                low = marks[p][0]
                 start = int(start_offsets[p]) if start_offsets and p in start_offsets else low
                 end = int(ends.get(p, start))
                 if start < low:
