@@ -58,7 +58,7 @@ def generate(rows: int, changes: int, state_dir: str, changes_dir: str) -> None:
                    to_timestamp(1700000000 + id % 86400) AS updated_at,
                    sha1(id::VARCHAR) AS note,
                    ({FILE_FACTOR}::DECIMAL(38,0) + id)::DECIMAL(38,0) AS _binlog_seq,
-                   false AS _deleted
+                   false AS _is_deleted
             FROM range({rows}) t(id)
         ) TO '{state_dir}' (FORMAT parquet, FILE_SIZE_BYTES '40MB', OVERWRITE_OR_IGNORE true)
     """)
@@ -257,7 +257,7 @@ def duckdb_merge(state_dir: str, changes_dir: str, out: str) -> tuple[float, flo
            {final},
            greatest(b._binlog_seq, d.rseq, d.pseq) AS _binlog_seq,
            CASE WHEN d.pseq > {floor} OR ({floor} IS NULL AND d.pseq IS NOT NULL) THEN false
-                WHEN {applies} THEN d.r['del'] ELSE coalesce(b._deleted, false) END AS _deleted
+                WHEN {applies} THEN d.r['del'] ELSE coalesce(b._is_deleted, false) END AS _is_deleted
     FROM {state} b FULL OUTER JOIN d ON b.id = d.id
     """
     start = time.perf_counter()
@@ -277,12 +277,12 @@ def compare_with_duckdb(spark_out: str, duck_out: str) -> dict[str, int]:
     import duckdb
 
     con = duckdb.connect()
-    cols = ", ".join(c for c, _ in COLUMNS) + ", CAST(_binlog_seq AS DECIMAL(38,0)) AS s, _deleted"
+    cols = ", ".join(c for c, _ in COLUMNS) + ", CAST(_binlog_seq AS DECIMAL(38,0)) AS s, _is_deleted"
     a = f"SELECT {cols} FROM read_parquet('{spark_out}/*.parquet')"
     b = f"SELECT {cols} FROM read_parquet('{duck_out}')"
     only_spark = con.execute(f"SELECT count(*) FROM ({a} EXCEPT ALL {b})").fetchone()[0]
     only_duck = con.execute(f"SELECT count(*) FROM ({b} EXCEPT ALL {a})").fetchone()[0]
-    live = con.execute(f"SELECT count(*) FILTER (WHERE NOT _deleted), count(*) FROM ({a})").fetchone()
+    live = con.execute(f"SELECT count(*) FILTER (WHERE NOT _is_deleted), count(*) FROM ({a})").fetchone()
     con.close()
     return {
         "only_in_spark": only_spark,

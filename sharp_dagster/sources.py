@@ -24,12 +24,17 @@ CHANGE_META = {
 }
 
 
+# The sample files are session-local JSON tables in Spark's built-in catalog; the warehouse's own catalog (the
+# session's default) holds only Iceberg tables.
+SOURCE_CATALOG = "spark_catalog"
+
+
 def snapshot_table(logical: str) -> str:
-    return f"{SOURCE_SCHEMA}.{logical}_snapshot"
+    return f"{SOURCE_CATALOG}.{SOURCE_SCHEMA}.{logical}_snapshot"
 
 
 def changes_table(logical: str) -> str:
-    return f"{SOURCE_SCHEMA}.{logical}_changes"
+    return f"{SOURCE_CATALOG}.{SOURCE_SCHEMA}.{logical}_changes"
 
 
 def ods_schema(table) -> dict[str, str]:
@@ -76,7 +81,7 @@ def other_assets() -> dict[str, str]:
 def register_sources(spark, sample_dir: Path | str) -> None:
     """Create the `src_shop` tables over the generated JSON files (idempotent, cheap: no data is read)."""
     root = Path(sample_dir) / "shop"
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS {SOURCE_SCHEMA}")
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {SOURCE_CATALOG}.{SOURCE_SCHEMA}")
     # Re-created on every call: a session may have registered them over another sample folder before.
     for table in TABLES.values():
         spark.sql(f"DROP TABLE IF EXISTS {snapshot_table(table.name)}")

@@ -40,7 +40,18 @@ def spark():
 
 @pytest.fixture()
 def table_store(spark, tmp_path):
-    """A TableStore over a fresh warehouse folder of its own."""
-    from sharp_dagster.spark.tables import TableStore
+    """The Iceberg tables of a fresh warehouse folder of its own (its catalog in a job-log SQLite file beside it),
+    made the session's current catalog."""
+    return fresh_tables(spark, tmp_path)
 
-    return TableStore(spark, tmp_path / "warehouse")
+
+def fresh_tables(spark, folder: Path):
+    """`IcebergTables` over `folder/warehouse`, the catalog in `folder/sharp_log.db`; the current catalog."""
+    from types import SimpleNamespace
+
+    from sharp_dagster.spark.iceberg import warehouse_tables
+
+    settings = SimpleNamespace(
+        warehouse_dir=Path(folder) / "warehouse", log_db_url=f"sqlite:///{Path(folder) / 'sharp_log.db'}"
+    )
+    return warehouse_tables(spark, settings)

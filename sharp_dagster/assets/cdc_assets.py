@@ -8,9 +8,9 @@
   read + 1 as `data_range_end`, and, while it still holds the claim, writes the done markers of the hours that are
   complete (low watermark of event time past hour end + lateness).
 - `ods/<table>` (daily, group `ods`): `checkdone` (all 24 done markers of the day, else the run fails before
-  reading anything), then `merge_day(previous state, the day's changes)` written to `ods_state.<table>` (with
-  tombstones), and the live rows published to `ods.<table>` through the same staged/checked/swapped path as every
-  SQL table (data-quality rules included).
+  reading anything), then `merge_day(previous state, the day's changes)`; the state (with tombstones) is staged to
+  `ods_state.<table>` and its live rows to `ods.<table>`, and both are published together after the strong rules,
+  through the one lifecycle of every log-driven asset (`sharp_dagster.lifecycle`).
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from dagster import (
 )
 
 from sharp_dagster.assets import quality
-from sharp_dagster.assets.sql_assets import run_partitions
 from sharp_dagster.cdc.project import START, OdsTable, bootstrap_day
 from sharp_dagster.joblog import FAILURE, SUCCESS, ClaimRefused, PeriodSpec
 from sharp_dagster.joblog.redact import scrub_text
 from sharp_dagster.joblog.store import heartbeat_interval_s
+from sharp_dagster.lifecycle import materialize_partitions
 from sharp_dagster.logdriven import PROJECT_NAME, LogDrivenAsset, alert_attempt_failure, job_log_or_fail
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
@@ -152,6 +152,14 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
                 source.database(database).shard_rules,
                 database=database,
                 prior_watermarks=prior,
+                # Every commit of the landing says which attempt wrote it (`sharp-dagster table history`).
+                commit_properties={
+                    "token": str(handle.token),
+                    "job_id": handle.job_id,
+                    "job_name": job_name,
+                    "partition": handle.partition_key or "",
+                    "run_id": str(handle.run_id),
+                },
             )
             rec.source_count = result.read
             rec.target_count = result.landed
@@ -276,7 +284,7 @@ def build_ods_merge_asset(t: OdsTable, rules, grains: dict[str, str]) -> AssetsD
                         f"{len(done)} of 24 hourly done markers ({', '.join(done) or 'none'}); not merged"
                     )
                 rec.source_count = 24
-            with run.step("read", source_type="parquet") as rec:
+            with run.step("read", source_type="iceberg") as rec:
                 previous = (date.fromisoformat(key) - timedelta(days=1)).isoformat()
                 try:
                     base = store.read_partitions(
@@ -289,21 +297,22 @@ def build_ods_merge_asset(t: OdsTable, rules, grains: dict[str, str]) -> AssetsD
                     ) from exc
                 base = base.drop("dt")
                 raw = raw_table_ref(t.database)
-                if not store.register(raw, refresh=True):
+                if not store.exists(raw):
                     raise Failure(
                         description=f"{job_name} [{key}]: the raw binlog table {raw.qualified} is empty"
                     )
-                changes = spark.table(raw.qualified).where(f"table_name = '{t.name}' AND dt = '{key}'")
+                changes = spark.table(store.name(raw)).where(f"table_name = '{t.name}' AND dt = '{key}'")
                 changes = changes.localCheckpoint(eager=True)
                 rec.source_count = run.source_count = changes.count()
             with run.step("transform", source_type="spark") as rec:
                 state = merge_day(base, changes, t.key_columns(), shard_column=t.shard_column)
-                written = store.write_partition(state_ref(t.name), {"dt": key}, state)
-                rec.target_count = written.row_count
-                rec.info(f"state ods_state.{t.name}[{key}]: {written.row_count} rows incl. tombstones")
-            return published(store.read_partitions(state_ref(t.name), [{"dt": key}]).drop("dt"))
+            # The state (with tombstones) is staged beside the table and published with it, after the rules.
+            staged_state = run.stage(state_ref(t.name), {"dt": key}, state, step_id="state")
+            return published(store.read_staged(staged_state).drop("dt"))
 
-        yield from run_partitions(context, ["ods", t.name], "daily", log_asset, compute, rules, grains)
+        yield from materialize_partitions(
+            context, TableRef("ods", t.name, ("dt",)), "daily", log_asset, compute, rules, grains
+        )
 
     return _merge
 

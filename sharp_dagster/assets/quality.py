@@ -20,7 +20,8 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetK
 from sharp_dagster.dqc.evaluate import RuleResult, quality_score
 from sharp_dagster.dqc.rules import Rule, RuleContext, load_rules
 from sharp_dagster.joblog.redact import scrub_text
-from sharp_dagster.spark.tables import StagedPartition, TableRef, TableStore
+from sharp_dagster.spark.iceberg import IcebergTables, StagedPartition
+from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.warehouse.catalog import WarehouseCatalog, WarehouseDefinitionError
 from sharp_dagster.warehouse.dependencies import TableDeps
 from sharp_dagster.warehouse.variables import Window
@@ -71,7 +72,7 @@ def check_specs(asset_key_path: list[str], rules: list[Rule], partitions_def) ->
     ]
 
 
-def _register_other_tables(store: TableStore, rules: list[Rule], grains: Mapping[str, str]) -> None:
+def _register_other_tables(store: IcebergTables, rules: list[Rule], grains: Mapping[str, str]) -> None:
     """Tables that referential/reconciliation rules compare with must be resolvable in the session."""
     from sharp_dagster.partitions import PARTITION_COLUMNS
 
@@ -84,7 +85,7 @@ def _register_other_tables(store: TableStore, rules: list[Rule], grains: Mapping
 
 def evaluate(
     run: Any,
-    store: TableStore,
+    store: IcebergTables,
     staged: StagedPartition,
     rules: list[Rule],
     grain: str,

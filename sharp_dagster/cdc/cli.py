@@ -131,8 +131,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
 def cmd_land(args: argparse.Namespace) -> int:
     from sharp_dagster.cdc.landing import LandingError, land, write_done_markers
     from sharp_dagster.settings import Settings
+    from sharp_dagster.spark.iceberg import warehouse_tables
     from sharp_dagster.spark.session import build_spark_session
-    from sharp_dagster.spark.tables import TableStore
 
     source = _load_config(args.config)
     try:
@@ -142,9 +142,12 @@ def cmd_land(args: argparse.Namespace) -> int:
     state_path = Path(args.state_file)
     state = _read_json(state_path)
     settings = Settings.from_env()
-    warehouse = args.warehouse or str(settings.warehouse_dir)
+    if args.warehouse:
+        from dataclasses import replace
+
+        settings = replace(settings, warehouse_dir=Path(args.warehouse))
     spark = build_spark_session(settings, app_name="sharp_dagster_cdc_land")
-    store = TableStore(spark, warehouse)
+    store = warehouse_tables(spark, settings)
     try:
         result = land(
             spark,
@@ -165,7 +168,7 @@ def cmd_land(args: argparse.Namespace) -> int:
     if first is not None:
         day_start = first - first % 86_400_000
         markers = write_done_markers(
-            warehouse, db.name, result.low_watermark_ms, source.lateness_minutes, day_start, spark
+            store.warehouse_dir, db.name, result.low_watermark_ms, source.lateness_minutes, day_start, spark
         )
     _write_json(
         state_path,

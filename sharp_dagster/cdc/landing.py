@@ -72,7 +72,8 @@ if TYPE_CHECKING:
 from sharp_dagster.cdc import binlog_schema as bs
 from sharp_dagster.cdc import messages
 from sharp_dagster.cdc.shards import ShardRules
-from sharp_dagster.spark.tables import TableRef, TableStore
+from sharp_dagster.spark.iceberg import IcebergTables
+from sharp_dagster.spark.tables import TableRef
 
 RAW_DATABASE = "original_binlog"
 HOUR_MS = 3_600_000
@@ -234,7 +235,7 @@ def capture_end_offsets(
 # ---------------------------------------------------------------------------------------------------- landing
 def land(
     spark: SparkSession,
-    table_store: TableStore,
+    table_store: IcebergTables,
     consumer_config: Mapping[str, Any],
     topic: str,
     start_offsets: Mapping[int, int] | None,
@@ -245,6 +246,7 @@ def land(
     prior_watermarks: Mapping[int, int | None] | None = None,
     ingest_ts_ms: int | None = None,
     timeout_s: float = 300.0,
+    commit_properties: Mapping[str, str] | None = None,
 ) -> LandingResult:
     """Land `topic` from `start_offsets` (missing partitions: from their first offset) up to `end_offsets`.
 
@@ -312,8 +314,9 @@ def land(
         result.watermarks_ms = watermarks
         result.low_watermark_ms = low_watermark(watermarks)
         if parsed is not None:
-            _write_rows(table_store, database, parsed, result)
-            _write_quarantine(spark, table_store, database, parsed, ingest)
+            props = dict(commit_properties or {})
+            _write_rows(table_store, database, parsed, result, props)
+            _write_quarantine(table_store, database, parsed, ingest, props)
         return result
     finally:
         if parsed is not None:
@@ -583,62 +586,52 @@ def _probe(consumer: Consumer, errors: _BrokerErrors, topic: str) -> None:
     errors.raise_if_any(topic)
 
 
-def _write_rows(store: TableStore, database: str, parsed: _Parsed, result: LandingResult) -> None:
+def _write_rows(
+    store: IcebergTables, database: str, parsed: _Parsed, result: LandingResult, props: Mapping[str, str]
+) -> None:
+    """Append the changes not yet in the raw binlog table (by `event_uid`) in one commit: re-landing the same
+    offsets, or a range that overlaps an earlier one, adds nothing twice."""
     ref = raw_table_ref(database)
     result.touched_hours = sorted(parsed.rows_per_hour)
-    schema = bs.raw_binlog_ddl_schema()
-    for key in result.touched_hours:
-        values = dict(zip(bs.RAW_BINLOG_PARTITION_COLUMNS, key, strict=True))
-        batch_size = parsed.rows_per_hour[key]
-        where = [F.col(c) == v for c, v in values.items()]
-        new_df = parsed.unique_rows.filter(where[0] & where[1] & where[2]).select(*DATA_COLUMNS)
-        if store.has_partition(ref, values):
-            existing = _read_partition(store.spark, store, ref, values, schema)
-            fresh = new_df.join(existing.select("event_uid"), "event_uid", "left_anti").select(*DATA_COLUMNS)
-            fresh_count = fresh.count()
-            combined = existing.unionByName(fresh)
-        else:
-            fresh_count, combined = batch_size, new_df
-        result.duplicates += batch_size - fresh_count
-        if fresh_count:
-            # One file per hour and table (no small-file pile-up), in binlog order for readers.
-            store.write_partition(ref, values, combined.coalesce(1).sortWithinPartitions("binlog_seq"))
-            result.landed += fresh_count
-            result.written_partitions.append(key)
-
-
-def _read_partition(
-    spark: SparkSession, store: TableStore, ref: TableRef, values: dict[str, str], schema: str
-):
-    """One partition's data files with a known schema: no table registration, no schema merge over the table."""
-    path = store.partition_path(ref, values)
-    return spark.read.schema(schema).parquet(path if "://" in path else f"file://{path}")
+    if not result.touched_hours:
+        return
+    rows = parsed.unique_rows.select(*DATA_COLUMNS, *bs.RAW_BINLOG_PARTITION_COLUMNS)
+    if store.exists(ref):
+        days = sorted({day for _, day, _ in result.touched_hours})
+        existing = store.spark.table(store.name(ref)).where(F.col("dt").isin(days)).select("event_uid")
+        fresh = rows.join(existing, "event_uid", "left_anti").select(
+            *rows.columns
+        )  # the table's column order
+        counts = fresh.groupBy(*bs.RAW_BINLOG_PARTITION_COLUMNS).count().collect()
+        per_hour = {(r.table_name, r.dt, r.hour): r["count"] for r in counts}
+    else:
+        fresh, per_hour = rows, dict(parsed.rows_per_hour)
+    landed = sum(per_hour.values())
+    result.duplicates += sum(parsed.rows_per_hour.values()) - landed
+    if landed:
+        store.append(ref, fresh, properties=props)
+        result.landed += landed
+        result.written_partitions = sorted(per_hour)
 
 
 def _write_quarantine(
-    spark: SparkSession, store: TableStore, database: str, parsed: _Parsed, ingest: int
+    store: IcebergTables, database: str, parsed: _Parsed, ingest: int, props: Mapping[str, str]
 ) -> None:
+    """Append the quarantined messages not kept yet (by topic, partition and offset), in one commit."""
     if not parsed.quarantine_days:
         return
     ref = quarantine_table_ref(database)
-    schema = ", ".join(f"{n} {t}" for n, t in QUARANTINE_COLUMNS)
-    names = [n for n, _ in QUARANTINE_COLUMNS]
-    quarantined = parsed.records.filter(F.col("kind") == QUARANTINE).withColumn(
-        "quarantined_at_ms", F.lit(ingest).cast("bigint")
+    names = [*(n for n, _ in QUARANTINE_COLUMNS), "dt"]
+    quarantined = (
+        parsed.records.filter(F.col("kind") == QUARANTINE)
+        .withColumn("quarantined_at_ms", F.lit(ingest).cast("bigint"))
+        .select(*names)
     )
-    for day in parsed.quarantine_days:
-        values = {"dt": day}
-        new_df = quarantined.filter(F.col("dt") == day).select(*names)
-        if store.has_partition(ref, values):
-            existing = _read_partition(spark, store, ref, values, schema)
-            keys = ["kafka_topic", "kafka_partition", "kafka_offset"]
-            fresh = new_df.join(existing.select(*keys), keys, "left_anti").select(*names)
-            if fresh.count() == 0:
-                continue
-            combined = existing.unionByName(fresh)
-        else:
-            combined = new_df
-        store.write_partition(ref, values, combined.coalesce(1))
+    if store.exists(ref):
+        keys = ["kafka_topic", "kafka_partition", "kafka_offset"]
+        kept = store.spark.table(store.name(ref)).where(F.col("dt").isin(parsed.quarantine_days))
+        quarantined = quarantined.join(kept.select(*keys), keys, "left_anti").select(*names)
+    store.append(ref, quarantined, properties=props)
 
 
 def _reason_kind(reason: str) -> str:

@@ -1,7 +1,7 @@
 """The daily binlog merge: fold one day of raw binlog rows into the state of an ODS table, on Spark.
 
 The state is the table's data columns plus `_binlog_seq` (the binlog position of the change that last touched the
-row) and `_deleted` (deleted keys stay as tombstones, so that a replayed older event cannot bring them back); the
+row) and `_is_deleted` (deleted keys stay as tombstones, so that a replayed older event cannot bring them back); the
 ODS table publishes the live rows (`published`). Everything that decides the result lives in this module:
 
 - Changes are ordered by binlog position (`binlog_seq`), never by timestamp or Kafka offset; ties (which one binlog
@@ -44,7 +44,7 @@ from sharp_dagster.cdc.schema_evolution import evolve_columns, parse_added_colum
 from sharp_dagster.cdc.shards import PHYSICAL_TABLE_COLUMN
 
 SEQ_COLUMN = "_binlog_seq"
-DELETED_COLUMN = "_deleted"
+DELETED_COLUMN = "_is_deleted"  # not `_deleted`: Iceberg reserves that name for a metadata column
 SEQ_TYPE = "decimal(38,0)"
 ROW_OPS = ("c", "r", "u", "d")
 STATE_COLUMNS = (SEQ_COLUMN, DELETED_COLUMN)
@@ -165,7 +165,7 @@ def merge_day(
 
     `changes` holds the raw binlog rows of one logical table (`binlog_schema.RAW_BINLOG_COLUMNS`). The result has
     the data columns of `base` (cast to `columns` where given) plus the columns that `columns` or the day's
-    `ALTER TABLE ... ADD COLUMN` add, then `_binlog_seq` and `_deleted`. With neither `base` nor `columns` (a
+    `ALTER TABLE ... ADD COLUMN` add, then `_binlog_seq` and `_is_deleted`. With neither `base` nor `columns` (a
     table's first day) the columns are the day's: its CREATE TABLE, its row images (typed by their JSON values;
     Canal's all-strings images give string columns) and its ALTERs; a day with none of them is an error.
     `shard_column` names the column holding the physical table (`source_table`) of a sharded table: it scopes

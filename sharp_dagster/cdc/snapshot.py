@@ -4,7 +4,7 @@ Order matters (Debezium's hand-off, without the lock):
 1. read the GTID position (`@@gtid_binlog_pos` on MariaDB), then the binlog file + position
    (`SHOW MASTER STATUS`): the collector may start from that GTID; the stamp is the file + position;
 2. only then read the table(s) with Spark's JDBC source (all shards of a sharded table, each row tagged with its
-   `source_table`), stamped with `_binlog_seq` = binlog_seq(file, position, 0) and `_deleted` = false.
+   `source_table`), stamped with `_binlog_seq` = binlog_seq(file, position, 0) and `_is_deleted` = false.
 Every change that committed before the position is in the snapshot (the read starts later); every change after
 it has a larger binlog_seq (the position is where the next event starts, and a row or query event always follows
 its GTID/BEGIN event, so none starts exactly there), and the merge applies it over the snapshot. Changes between
@@ -34,7 +34,7 @@ from sharp_dagster.cdc.config import MysqlSettings, TableConfig
 from sharp_dagster.cdc.shards import ShardRules
 
 JDBC_DRIVER = "org.mariadb.jdbc.Driver"
-SNAPSHOT_COLUMNS = ("source_table", "_binlog_seq", "_deleted")
+SNAPSHOT_COLUMNS = ("source_table", "_binlog_seq", "_is_deleted")
 
 
 class SnapshotError(RuntimeError):
@@ -121,7 +121,7 @@ def snapshot_table(
     fetch_size: int = 10_000,
     num_partitions: int = 1,
 ) -> SnapshotResult:
-    """All shards of `table` as one DataFrame with `source_table`, `_binlog_seq` and `_deleted` added.
+    """All shards of `table` as one DataFrame with `source_table`, `_binlog_seq` and `_is_deleted` added.
 
     `position` defaults to the position read now, before any row is read. With `num_partitions` > 1 each shard is
     read in ranges of its first primary-key column (which must be numeric).
@@ -138,7 +138,7 @@ def snapshot_table(
     ]
     df = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
     df = df.withColumn("_binlog_seq", F.lit(Decimal(position.binlog_seq)).cast("decimal(38,0)")).withColumn(
-        "_deleted", F.lit(False)
+        "_is_deleted", F.lit(False)
     )
     return SnapshotResult(df=df, position=position, shards=shards)
 

@@ -7,14 +7,12 @@ from pydantic import Field
 from pyspark.sql import SparkSession
 
 from sharp_dagster.settings import Settings
+from sharp_dagster.spark.iceberg import IcebergTables, warehouse_tables
 from sharp_dagster.spark.session import build_spark_session
-from sharp_dagster.spark.tables import TableStore
-
-_STORES: dict[tuple[int, str], TableStore] = {}
 
 
 class SparkResource(ConfigurableResource):
-    """The process's SparkSession (built on first use) and the warehouse's table store.
+    """The process's SparkSession (built on first use) and the warehouse's Iceberg tables.
 
     `master` defaults to `SHARP_SPARK_MASTER` (local[2]); `conf` adds Spark settings on top of `SHARP_SPARK_CONF`.
     """
@@ -35,10 +33,6 @@ class SparkResource(ConfigurableResource):
     def session(self) -> SparkSession:
         return build_spark_session(self.settings(), **self.conf)
 
-    def store(self) -> TableStore:
-        spark = self.session()
-        warehouse = str(self.settings().warehouse_dir)
-        key = (id(spark), warehouse)
-        if key not in _STORES:
-            _STORES[key] = TableStore(spark, warehouse)
-        return _STORES[key]
+    def store(self) -> IcebergTables:
+        """The warehouse's Iceberg tables, its catalog made the session's current one (`iceberg.use_warehouse`)."""
+        return warehouse_tables(self.session(), self.settings())

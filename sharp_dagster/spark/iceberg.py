@@ -24,9 +24,11 @@ Nothing here imports Dagster. The table API is reached through Py4J (`Spark3Util
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from sharp_dagster.failpoints import failpoint
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef, partition_label
 
 DEFAULT_CATALOG = "sharp"
@@ -93,6 +96,7 @@ def jdbc_catalog_props(log_db_url: str) -> dict[str, str] | None:
         if not url.database or url.database == ":memory:":
             return None
         path = Path(url.database).expanduser().resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)  # SQLite creates the file, not its folder
         # Writers of the job log and of the catalog queue on SQLite's one write lock; wait instead of failing fast
         # (the driver's default is 3 s).
         return {"uri": f"jdbc:sqlite:{path}", "jdbc.busy_timeout": "30000"}
@@ -136,7 +140,29 @@ def catalog_conf(settings: Any, catalog: str = DEFAULT_CATALOG, make_default: bo
 def apply_catalog_conf(spark: SparkSession, conf: Mapping[str, str]) -> None:
     """Add a catalog to a running session: catalogs are runtime SQL conf, loaded on first use."""
     for key, value in conf.items():
-        spark.conf.set(key, value)
+        if spark.conf.get(key, None) != value:
+            spark.conf.set(key, value)
+
+
+def use_warehouse(spark: SparkSession, settings: Any) -> str:
+    """Make the Iceberg catalog of `settings` (its warehouse folder and job-log database) the session's current
+    catalog, so SQL names tables `database.table`; return the catalog's name.
+
+    The session's build (`spark/session.py`) configures `sharp` for the warehouse of its settings. Spark keeps a
+    catalog it has loaded for the session's life, so a process that moves to another warehouse (a test, the demo
+    after a reset) gets a catalog of its own for it, `sharp_<hash>`, rather than a re-pointed `sharp`.
+    """
+    conf = catalog_conf(settings, DEFAULT_CATALOG)
+    name = DEFAULT_CATALOG
+    wanted = {k: v for k, v in conf.items() if k.startswith(f"spark.sql.catalog.{name}.")}
+    configured = spark.conf.get(f"spark.sql.catalog.{name}", None) is not None
+    if configured and any(spark.conf.get(k, None) != v for k, v in wanted.items()):
+        digest = hashlib.sha1(repr(sorted(wanted.items())).encode()).hexdigest()[:10]
+        name = f"{DEFAULT_CATALOG}_{digest}"
+        conf = catalog_conf(settings, name)
+    apply_catalog_conf(spark, conf)
+    spark.catalog.setCurrentCatalog(name)  # (asking for the current one would load it: the session's default)
+    return name
 
 
 # What Iceberg raises when a cherry-pick would overwrite newer data, repeat a publish, or is not a replacement.
@@ -147,7 +173,7 @@ _FENCE_ERRORS = {
 }
 
 
-def _java_error(exc: BaseException) -> tuple[str, str]:
+def java_error(exc: BaseException) -> tuple[str, str]:
     """The Java class and message behind a Py4J error (Py4J's own text names only the called method)."""
     java = getattr(exc, "java_exception", None)
     if java is None:
@@ -158,13 +184,17 @@ def _java_error(exc: BaseException) -> tuple[str, str]:
 class IcebergTables:
     """Stages, audits, publishes and undoes partitions of Iceberg tables in one catalog of one SparkSession."""
 
-    def __init__(self, spark: SparkSession, catalog: str = DEFAULT_CATALOG):
+    def __init__(
+        self, spark: SparkSession, catalog: str = DEFAULT_CATALOG, warehouse_dir: str | Path | None = None
+    ):
         if not _IDENT.match(catalog):
             raise ValueError(f"catalog name must be a plain identifier, got {catalog!r}")
         if not spark.conf.get(f"spark.sql.catalog.{catalog}", None):
             raise ValueError(f"Spark catalog {catalog!r} is not configured: apply catalog_conf(...) first")
         self.spark = spark
         self.catalog = catalog
+        # Where the catalog keeps data; other files of the warehouse (the landing's done markers) live beside it.
+        self.warehouse_dir = str(warehouse_dir).rstrip("/") if warehouse_dir is not None else None
         self._jvm = spark.sparkContext._jvm
         self.commit_retries = 0  # reference commits retried after another writer committed first
 
@@ -182,7 +212,7 @@ class IcebergTables:
                 self.spark._jsparkSession, self.name(ref)
             )
         except Exception as exc:
-            kind, message = _java_error(exc)
+            kind, message = java_error(exc)
             if "NoSuchTable" in kind or "TABLE_OR_VIEW_NOT_FOUND" in message:
                 raise LookupError(f"no Iceberg table {self.name(ref)}") from exc
             raise
@@ -212,7 +242,7 @@ class IcebergTables:
                 pending.commit()
                 return table
             except Exception as exc:
-                kind, _ = _java_error(exc)
+                kind, _ = java_error(exc)
                 if (
                     kind != "org.apache.iceberg.exceptions.CommitFailedException"
                     or attempt == COMMIT_ATTEMPTS - 1
@@ -265,8 +295,15 @@ class IcebergTables:
             return False
         return True
 
+    def _in_table_order(self, ref: TableRef, df: DataFrame) -> DataFrame:
+        """`df`'s columns in the table's order, new ones last: Iceberg matches a write's columns by position, and
+        adds the new ones (schema merge) at the end of the table."""
+        known = self.spark.table(self.name(ref)).columns
+        ordered = [c for c in known if c in df.columns] + [c for c in df.columns if c not in known]
+        return df if ordered == df.columns else df.select(*ordered)
+
     def register(self, ref: TableRef, refresh: bool = False) -> bool:
-        """Mirror of `TableStore.register`: an Iceberg table is always resolvable by name; False when it is absent."""
+        """An Iceberg table is always resolvable by name (refreshed on demand); False when it does not exist."""
         if not self.exists(ref):
             return False
         if refresh:
@@ -282,14 +319,17 @@ class IcebergTables:
         ref: TableRef,
         values: Mapping[str, str],
         df: DataFrame,
-        token: str,
+        token: str | None = None,
         properties: Mapping[str, str] | None = None,
+        branch: str | None = None,
     ) -> StagedPartition:
-        """Write `df` as the whole new content of partition `values` on branch `stage_<token>`.
+        """Write `df` as the whole new content of partition `values` on branch `branch` (default `stage_<token>`).
 
         The partition columns are set to `values` (rows cannot leak into another partition). A branch left by an
-        earlier attempt with the same token is replaced. The table is created from `df` when it is missing.
+        earlier attempt with the same name is replaced. The table is created from `df` when it is missing. Without
+        a token (a write outside the job log) a random one is used.
         """
+        token = str(token) if token is not None else uuid.uuid4().hex
         values = self._check_values(ref, values)
         extra = dict(properties or {})
         for key in extra:
@@ -299,7 +339,10 @@ class IcebergTables:
         for col in ref.partition_cols:
             data = data.withColumn(col, F.lit(values[col]))
         self.ensure_table(ref, data)
-        branch = branch_name(token)
+        data = self._in_table_order(ref, data)
+        branch = branch or branch_name(token)
+        if not branch.startswith(STAGE_PREFIX) or _BRANCH_CHARS.search(branch):
+            raise ValueError(f"{ref.qualified}: staging branch {branch!r} is not stage_<plain identifier>")
 
         def cut(table: Any) -> Any:
             manage = table.manageSnapshots()
@@ -311,6 +354,7 @@ class IcebergTables:
 
         base = self._commit_refs(ref, cut).refs().get(branch)
         base_id = int(base.snapshotId()) if base is not None else None
+        failpoint("mid_write")  # the branch is cut, the rows are not yet committed to it
         self._refresh(ref)
         writer = data.writeTo(self._branch_table(ref, branch)).option("mergeSchema", "true")
         writer = writer.option(f"snapshot-property.{TOKEN_PROPERTY}", str(token))
@@ -398,7 +442,7 @@ class IcebergTables:
         except StalePublishError:
             raise
         except Exception as exc:
-            kind, message = _java_error(exc)
+            kind, message = java_error(exc)
             if kind in _FENCE_ERRORS:
                 raise StalePublishError(f"cannot publish {where}: {message}") from None
             raise
@@ -407,14 +451,14 @@ class IcebergTables:
 
     def discard(self, staged: StagedPartition) -> None:
         """Drop the staged branch (its files go when its snapshot is expired)."""
-        self._remove_branches(staged.ref, [staged.branch])
+        self.drop_branches(staged.ref, [staged.branch])
 
     def write_partition(
         self,
         ref: TableRef,
         values: Mapping[str, str],
         df: DataFrame,
-        token: str,
+        token: str | None = None,
         properties: Mapping[str, str] | None = None,
     ) -> StagedPartition:
         """Stage and publish with no audit in between; the branch is dropped when publishing fails."""
@@ -425,6 +469,32 @@ class IcebergTables:
             self.discard(staged)
             raise
         return staged
+
+    def append(
+        self,
+        ref: TableRef,
+        df: DataFrame,
+        token: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> int:
+        """Add `df`'s rows to `main` in one commit (any partitions; the table is created when missing); return the
+        rows added. For append-only tables whose writer de-duplicates first (the raw binlog, the quarantine)."""
+        self.ensure_table(ref, df)
+        self._refresh(ref)
+        writer = self._in_table_order(ref, df).writeTo(self.name(ref)).option("mergeSchema", "true")
+        writer = writer.option(f"snapshot-property.{TOKEN_PROPERTY}", str(token or uuid.uuid4().hex))
+        for key, value in dict(properties or {}).items():
+            if not _PROP_KEY.match(key):
+                raise ValueError(f"{ref.qualified}: snapshot property key {key!r} is not plain")
+            writer = writer.option(f"snapshot-property.sharp.{key}", str(value))
+        before = self.current_snapshot_id(ref)
+        writer.append()
+        self._refresh(ref)
+        table = self._table(ref)
+        head = table.currentSnapshot()
+        if head is None or (before is not None and int(head.snapshotId()) == before):
+            return 0
+        return int(head.summary().get("added-records") or 0)
 
     def staged_branches(self, ref: TableRef) -> dict[str, int]:
         """Staging branches of the table and the commit time (epoch ms) of their head snapshot."""
@@ -454,10 +524,10 @@ class IcebergTables:
             for name, ts in self.staged_branches(ref).items()
             if name not in live and (older_than_s is None or now_ms - ts >= older_than_s * 1000)
         ]
-        self._remove_branches(ref, orphans)
+        self.drop_branches(ref, orphans)
         return orphans
 
-    def _remove_branches(self, ref: TableRef, names: Iterable[str]) -> None:
+    def drop_branches(self, ref: TableRef, names: Iterable[str]) -> None:
         names = list(names)
 
         def drop(table: Any) -> Any:
@@ -522,7 +592,7 @@ class IcebergTables:
         try:
             self._commit_refs(ref, lambda t: t.manageSnapshots().rollbackTo(int(snapshot_id)))
         except Exception as exc:
-            if "not an ancestor" in _java_error(exc)[1]:
+            if "not an ancestor" in java_error(exc)[1]:
                 raise ValueError(
                     f"{self.name(ref)}: snapshot {snapshot_id} is not an ancestor of main"
                 ) from None
@@ -530,7 +600,7 @@ class IcebergTables:
         self._refresh(ref)
         return previous
 
-    # ---------------------------------------------------------------- reading (mirrors TableStore)
+    # ---------------------------------------------------------------- reading
     def list_partitions(self, ref: TableRef) -> list[dict[str, str]]:
         """Partitions of `main` that hold rows, sorted by their values."""
         if not self.exists(ref):
@@ -567,3 +637,9 @@ class IcebergTables:
             term = self._condition(ref, p)
             cond = term if cond is None else cond | term
         return df.where(cond)
+
+
+def warehouse_tables(spark: SparkSession, settings: Any) -> IcebergTables:
+    """The Iceberg tables of `settings`' warehouse in `spark`, its catalog made current (`use_warehouse`)."""
+    name = use_warehouse(spark, settings)
+    return IcebergTables(spark, name, warehouse_dir=Path(settings.warehouse_dir).expanduser().resolve())

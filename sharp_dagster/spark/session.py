@@ -1,9 +1,11 @@
 """Build the one SparkSession a process uses.
 
 Local mode by default (`local[2]`), or any master from `SHARP_SPARK_MASTER` (e.g. `spark://host:7077`), with extra
-Spark conf from `SHARP_SPARK_CONF`. Tables use Spark's in-memory catalog over Hive-style partitioned parquet folders
-under the warehouse directory (see `sharp_dagster.spark.tables`), so any number of processes can read and write the
-warehouse at once: there is no single-writer Derby metastore to lock.
+Spark conf from `SHARP_SPARK_CONF`. The warehouse's tables are Apache Iceberg tables in the catalog `sharp`, the
+session's default catalog (so SQL names them `ods.orders`): data under the warehouse directory, the catalog itself in
+the job log's database (SQLite or PostgreSQL, JDBC), so any number of processes and machines share it; see
+`sharp_dagster.spark.iceberg.catalog_conf`. Spark's built-in catalog (`spark_catalog`) keeps only session-local
+source tables (the sample shop's JSON files).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pyspark.sql import SparkSession
 
 from sharp_dagster import jvm
 from sharp_dagster.settings import Settings
+from sharp_dagster.spark.iceberg import catalog_conf
 
 LOG4J_CONF = Path(__file__).with_name("log4j2.properties")
 
@@ -66,6 +69,7 @@ def build_spark_session(
     jars = _extra_jars(uses_packages="spark.jars.packages" in {**settings.spark_conf, **conf})
     if jars:
         merged["spark.jars"] = ",".join(jars)
+    merged.update(catalog_conf(settings, make_default=True))
     merged.update(settings.spark_conf)
     merged.update(conf)
     builder = SparkSession.builder.master(settings.spark_master).appName(app_name)

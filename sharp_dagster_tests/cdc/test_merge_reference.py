@@ -14,7 +14,7 @@ from typing import Any
 
 from sharp_dagster.cdc.binlog_schema import RAW_BINLOG_COLUMNS, binlog_file_seq, binlog_seq, event_uid
 
-SEQ, DELETED = "_binlog_seq", "_deleted"
+SEQ, DELETED = "_binlog_seq", "_is_deleted"
 _ABSENT = object()
 
 

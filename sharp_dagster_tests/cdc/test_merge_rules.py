@@ -428,7 +428,7 @@ def test_a_day_without_changes_keeps_the_state(spark):
 
 def test_rows_the_day_does_not_touch_pass_through_unchanged(spark):
     # State rows the day does not touch come out exactly as they went in, whatever their bookkeeping (no
-    # position, a tombstone, a null `_deleted` read as false), next to touched ones, with either strategy.
+    # position, a tombstone, a null `_is_deleted` read as false), next to touched ones, with either strategy.
     base_rows = [
         row(1, "a", 1, seq_of(100)),
         row(2, "b", 2, None),

@@ -50,9 +50,9 @@ def test_snapshot_reads_all_shards_stamped_before_later_changes(cdc, spark):
             Decimal("2.00"),
         ),  # read after the position: the merge re-applies it
     ]
-    assert {r._binlog_seq for r in rows} == {Decimal(position.binlog_seq)} and {r._deleted for r in rows} == {
-        False
-    }
+    assert {r._binlog_seq for r in rows} == {Decimal(position.binlog_seq)} and {
+        r._is_deleted for r in rows
+    } == {False}
     assert dict(result.df.dtypes)["_binlog_seq"] == "decimal(38,0)"
     # TIMESTAMP columns read as the same instants the binlog carries (UTC).
     seen = {(r.source_table, r.id): r.seen for r in rows}

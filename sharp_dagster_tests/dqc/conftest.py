@@ -85,17 +85,28 @@ def orders_view(spark) -> str:
 
 
 @pytest.fixture(scope="session")
-def warehouse(spark, tmp_path_factory):
-    """dwd.user_dim and ods.orders written as real partitioned warehouse tables."""
-    from sharp_dagster.spark.tables import TableRef, TableStore
+def _warehouse_dir(spark, tmp_path_factory):
+    """dwd.user_dim and ods.orders written once as real partitioned warehouse (Iceberg) tables."""
+    from sharp_dagster.spark.tables import TableRef
+    from sharp_dagster_tests.conftest import fresh_tables
 
-    store = TableStore(spark, tmp_path_factory.mktemp("dqc_wh"))
+    folder = tmp_path_factory.mktemp("dqc_wh")
+    store = fresh_tables(spark, folder)
     dim, ods = TableRef("dwd", "user_dim"), TableRef("ods", "orders")
     for dt, users in USER_DIM.items():
         store.write_partition(dim, {"dt": dt}, spark.createDataFrame([(u,) for u in users], "user_id bigint"))
     for dt, rows in ODS_ORDERS.items():
         store.write_partition(ods, {"dt": dt}, spark.createDataFrame(rows, "order_id bigint, amount double"))
-    return store
+    return folder
+
+
+@pytest.fixture(scope="module")
+def warehouse(spark, _warehouse_dir):
+    """The tables of `_warehouse_dir`, their catalog made the session's current one for the module (tests of
+    other modules switch it)."""
+    from sharp_dagster_tests.conftest import fresh_tables
+
+    return fresh_tables(spark, _warehouse_dir)
 
 
 @pytest.fixture()

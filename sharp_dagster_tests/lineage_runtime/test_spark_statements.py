@@ -19,9 +19,9 @@ TARGET = "lrt_out.t"
 
 @pytest.fixture(scope="module")
 def tables(spark, tmp_path_factory):
-    from sharp_dagster.spark.tables import TableStore
+    from sharp_dagster_tests.conftest import fresh_tables
 
-    store = TableStore(spark, tmp_path_factory.mktemp("lrt_warehouse"))
+    store = fresh_tables(spark, tmp_path_factory.mktemp("lrt_warehouse"))
     orders = spark.createDataFrame(
         [(1, 10, 5.0, "paid", ["a", "b"]), (2, 11, 7.5, "cancelled", ["c"]), (3, 10, 1.0, "paid", [])],
         "order_id INT, user_id INT, amount DOUBLE, status STRING, tags ARRAY<STRING>",

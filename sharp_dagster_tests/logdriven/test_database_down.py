@@ -48,6 +48,7 @@ def test_unreachable_log_database_fails_before_writing(isolated, spark, monkeypa
         assert shown in text, text
     for leak in leaks:
         assert leak not in text, text
-    from sharp_dagster.settings import Settings
+    from sharp_dagster.spark.tables import TableRef
 
-    assert not (Settings.from_env().warehouse_dir / "ods.db" / "product" / "dt=2024-01-01").exists()
+    monkeypatch.undo()  # the catalog lives in the (reachable) job-log database of the module
+    assert not defs.resources["spark"].store().exists(TableRef("ods", "product"))

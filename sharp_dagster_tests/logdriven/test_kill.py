@@ -1,4 +1,4 @@
-"""A run killed with SIGKILL mid-write: the partition keeps its old data, the job log shows RUNNING, a second
+"""A run killed with SIGKILL after staging and auditing, before publishing: the partition keeps its old data, the job log shows RUNNING, a second
 run is refused while the heartbeat is fresh, and after the timeout the next run takes over and succeeds."""
 
 from __future__ import annotations
@@ -13,32 +13,30 @@ from pathlib import Path
 
 from dagster import AssetKey, materialize
 
-from sharp_dagster.settings import Settings
+from sharp_dagster.spark.tables import TableRef
 
 KEY = AssetKey(["ods", "product"])
 DAY = "2024-01-01"
 
+# The child run stops itself once its rows are staged and audited, before the fence and the publish
+# (`failpoints.py`); the test then kills it there.
 CHILD = textwrap.dedent(
     """
-    import sys, time
-    from pathlib import Path
     from dagster import AssetKey, DagsterInstance, materialize
-    from sharp_dagster.spark.tables import TableStore
-
-    marker = Path(sys.argv[1])
-    original_publish = TableStore.publish
-
-    def slow_publish(self, staged):
-        marker.write_text(staged.path)  # the rows are staged; the swap has not happened yet
-        time.sleep(600)
-        original_publish(self, staged)
-
-    TableStore.publish = slow_publish
     from sharp_dagster.definitions import defs
     materialize(list(defs.assets), selection=[AssetKey(["ods", "product"])], partition_key="2024-01-01",
                 instance=DagsterInstance.ephemeral(), resources=defs.resources)
     """
 )
+
+
+def stopped(pid: int) -> bool:
+    """Is the process stopped (SIGSTOP: state `T` in /proc/<pid>/stat)?"""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "T"
 
 
 def run_product(defs, instance):
@@ -52,9 +50,11 @@ def run_product(defs, instance):
     )
 
 
-def partition_files(spark) -> dict[str, int]:
-    root = Path(Settings.from_env().warehouse_dir) / "ods.db" / "product" / f"dt={DAY}"
-    return {p.name: p.stat().st_size for p in root.iterdir()}
+def table_state(defs) -> tuple[int | None, dict[str, int]]:
+    """`ods.product`'s current snapshot and its staging branches."""
+    store = defs.resources["spark"].store()
+    ref = TableRef("ods", "product")
+    return store.current_snapshot_id(ref), store.staged_branches(ref)
 
 
 def test_sigkill_mid_write_then_takeover(feed, spark, tmp_path, monkeypatch):
@@ -67,16 +67,15 @@ def kill_then_takeover(feed, spark, tmp_path, monkeypatch):
     defs, instance = feed.defs, feed.instance
     feed.land(DAY)
     assert run_product(defs, instance).success
-    before_files = partition_files(spark)
+    before_snapshot, branches = table_state(defs)
+    assert branches == {}
     before_rows = sorted(tuple(r) for r in spark.table("ods.product").where(f"dt = '{DAY}'").collect())
 
-    marker = tmp_path / "staged"
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(marker)], env=dict(os.environ), start_new_session=True
-    )
+    env = {**os.environ, "SHARP_FAILPOINTS": "after_audit=stop"}
+    child = subprocess.Popen([sys.executable, "-c", CHILD], env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 240
-        while not marker.exists():
+        while not stopped(child.pid):
             assert child.poll() is None, "the child run ended before it staged its rows"
             assert time.monotonic() < deadline, "the child never reached the write"
             time.sleep(0.5)
@@ -93,8 +92,10 @@ def kill_then_takeover(feed, spark, tmp_path, monkeypatch):
         os.killpg(child.pid, signal.SIGKILL)
         child.wait(timeout=60)
 
-    # Killed mid-write: the old data is intact and the job log still says RUNNING.
-    assert partition_files(spark) == before_files
+    # Killed after staging: the table's main is untouched (its staging branch is left) and the job log still
+    # says RUNNING.
+    snapshot, branches = table_state(defs)
+    assert snapshot == before_snapshot and len(branches) == 1, branches
     spark.catalog.refreshTable("ods.product")
     assert (
         sorted(tuple(r) for r in spark.table("ods.product").where(f"dt = '{DAY}'").collect()) == before_rows
@@ -109,3 +110,8 @@ def kill_then_takeover(feed, spark, tmp_path, monkeypatch):
     assert by_attempt[2].status == "FAILURE" and "heartbeat lost" in by_attempt[2].error
     assert by_attempt[3].status == "SUCCESS"
     assert not list(jl.running("ods/product"))
+    # The taker dropped the killed attempt's staging branch, published, and the history names its attempt.
+    snapshot, branches = table_state(defs)
+    assert branches == {} and snapshot != before_snapshot
+    last = defs.resources["spark"].store().history(TableRef("ods", "product"))[-1]
+    assert last["properties"]["attempt"] == "3" and last["properties"]["partition"] == DAY
