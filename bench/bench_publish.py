@@ -3,8 +3,9 @@
 One Spark session on `local[2]`, one Iceberg catalog added to it with `catalog_conf(settings, make_default=False)`
 + `apply_catalog_conf` (a JDBC catalog in a temporary SQLite file, as the pipeline keeps it in the job log's
 database). For each size (default 1,000 and 100,000 rows; `--quick` 1,000 and 10,000) the same rows of
-`--partitions` days (default 20) are written three ways, interleaved partition by partition (the order rotates
-each partition so no method always runs first), each into a table of its own:
+`--partitions` days (default 20) are written five ways, each into a table of its own, after a warm-up of 5
+partitions of every method and size; sizes and methods are interleaved partition by partition (the order of the
+methods rotates each partition so none always runs first):
 
 - `wap`: the pipeline's cycle (`IcebergTables`): `stage` (branch cut at `main`, `overwritePartitions()` on the
   branch) → an audit of the staged rows (`read_staged`, one aggregate of 6 measures, as a data-quality scan does)
@@ -45,7 +46,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 METHODS = ("wap", "wap_no_shuffle", "iceberg_overwrite", "iceberg_overwrite_no_shuffle", "parquet_overwrite")
-WARMUP_PARTITIONS = 3
+WARMUP_PARTITIONS = 5
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         for size in sizes:  # warm-up: JIT, the catalog's first loads, the first table of each method
             for i in range(WARMUP_PARTITIONS):
                 for method in METHODS:
-                    run(method, min(size, 10_000), i, "warm")
+                    run(method, size, i, "warm")
 
         out: dict = {
             "partitions": n_parts,
@@ -230,26 +231,26 @@ def main(argv: list[str] | None = None) -> int:
             "spark_cores": sc.defaultParallelism,
             "catalog": "Iceberg JDBC catalog in SQLite",
         }
-        for size in sizes:
-            timings: dict[str, list[dict[str, float]]] = {m: [] for m in METHODS}
-            for i in range(n_parts):
-                order = METHODS[i % len(METHODS) :] + METHODS[: i % len(METHODS)]
+        # Sizes and methods interleaved partition by partition: a drift of the shared machine's speed hits all alike.
+        timings = {size: {m: [] for m in METHODS} for size in sizes}
+        for i in range(n_parts):
+            order = METHODS[i % len(METHODS) :] + METHODS[: i % len(METHODS)]
+            for size in sizes:
                 for method in order:
-                    timings[method].append(run(method, size, i, "run"))
+                    timings[size][method].append(run(method, size, i, "run"))
+        tracker = sc.statusTracker()
+        for size in sizes:
             res: dict = {}
-            tracker = sc.statusTracker()
             for method in METHODS:
-                totals = [t["total"] for t in timings[method]]
+                totals = [t["total"] for t in timings[size][method]]
                 jobs = len(tracker.getJobIdsForGroup(f"{method}_{size}_run"))
                 entry = {**summary(totals), "spark_jobs_per_partition": round(jobs / n_parts, 2)}
                 if method != "parquet_overwrite":
                     meta = work / "warehouse" / f"b{size}_run" / method / "metadata"
-                    entry["metadata_json_per_partition"] = round(
-                        (len(list(meta.glob("*.metadata.json"))) - 1)
-                        / n_parts  # less the table's creation, 2
-                    )
+                    written = len(list(meta.glob("*.metadata.json"))) - 1  # less the table's creation
+                    entry["metadata_json_per_partition"] = round(written / n_parts, 2)
                 res[method] = entry
-            wap = timings["wap"]
+            wap = timings[size]["wap"]
             keys = [k for k in wap[0] if k != "total"]
             res["wap_parts_median_s"] = {k: round(statistics.median(t[k] for t in wap), 4) for k in keys}
             res["wap_parts_share_of_median"] = {

@@ -289,7 +289,10 @@ def write_results(results: dict, quick: bool) -> Path:
     md += ["", "## Machine", ""]
     md += [f"- {k}: {v}" for k, v in results["machine"].items()]
     for name, res in results["benchmarks"].items():
-        md += ["", f"## {name}", "", "```json", json.dumps(res, indent=2, default=str), "```"]
+        md += ["", f"## {name}", ""]
+        if res.get("findings"):  # a benchmark's own reading of its figures, before the raw data
+            md += ["Findings:", "", *[f"- {line}" for line in res["findings"]], ""]
+        md += ["```json", json.dumps(res, indent=2, default=str), "```"]
     (BENCH / "RESULTS.md").write_text("\n".join(md) + "\n")
     return out_json
 

@@ -13,6 +13,7 @@ COMMAND_MODULES = [
     "sharp_dagster.lineage.cli",
     "sharp_dagster.dqc.cli",
     "sharp_dagster.cdc.cli",
+    "sharp_dagster.spark.cli",
 ]
 
 

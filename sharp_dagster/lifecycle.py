@@ -349,7 +349,15 @@ def materialize_partitions(
     partitions already SUCCESS are skipped unless the run is a refresh, so a relaunched backfill resumes at its
     failure; at the first failure the later partitions never run."""
     spark_resource = context.resources.spark
-    tables = spark_resource.store()
+    job_log_or_fail()  # the job log first: when it is unreachable nothing is touched (the catalog lives there too)
+    try:
+        tables = spark_resource.store()
+    except Exception as exc:
+        raise Failure(
+            description=scrub_text(
+                f"the warehouse catalog is unavailable, nothing was written: {error_text(exc)}"
+            )
+        ) from None
     keys = list(context.partition_keys)
     refresh = context.run.tags.get(REFRESH_TAG) == "true"
     done: list[tuple[str, int]] = []

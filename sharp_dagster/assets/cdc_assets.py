@@ -38,7 +38,7 @@ from sharp_dagster.cdc.project import START, OdsTable, bootstrap_day
 from sharp_dagster.joblog import FAILURE, SUCCESS, ClaimRefused, PeriodSpec
 from sharp_dagster.joblog.redact import scrub_text
 from sharp_dagster.joblog.store import heartbeat_interval_s
-from sharp_dagster.lifecycle import materialize_partitions
+from sharp_dagster.lifecycle import as_failure, error_text, materialize_partitions
 from sharp_dagster.logdriven import PROJECT_NAME, LogDrivenAsset, alert_attempt_failure, job_log_or_fail
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
@@ -93,8 +93,10 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
         from sharp_dagster.joblog.incremental import format_offsets, plan_kafka
 
         spark_resource = context.resources.spark
+        jl = (
+            job_log_or_fail()
+        )  # first: when it is unreachable nothing is touched (the catalog lives there too)
         store = spark_resource.store()
-        jl = job_log_or_fail()
         window = plan_kafka(jl, job_name)
         try:
             handle = jl.claim(
@@ -115,10 +117,10 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
                 result, marked = _land(jl, handle, window, spark_resource, store)
             jl.finish(handle, SUCCESS)
         except BaseException as exc:
-            message = scrub_text(getattr(exc, "description", None) or f"{type(exc).__name__}: {exc}")
+            message = scrub_text(error_text(exc))
             jl.finish(handle, FAILURE, error=message)
             alert_attempt_failure(jl, handle, context.run_id, message)
-            raise
+            raise as_failure(exc, f"{job_name} [{context.partition_key}]") from None
         if result.quarantined:
             alert_quarantine(jl, handle, context.run_id, result)
         return MaterializeResult(
@@ -269,13 +271,12 @@ def build_ods_merge_asset(t: OdsTable, rules, grains: dict[str, str]) -> AssetsD
     )
     def _merge(context):
         spark_resource = context.resources.spark
-        store = spark_resource.store()
 
         def compute(key: str, run):
             from sharp_dagster.cdc.landing import day_complete, hours_done, raw_table_ref
             from sharp_dagster.cdc.merge import merge_day, published
 
-            spark = spark_resource.session()
+            spark, store = spark_resource.session(), run.tables
             with run.step("checkdone", source_type="done_markers") as rec:
                 if not day_complete(store.warehouse_dir, t.database, key, spark=spark):
                     done = hours_done(store.warehouse_dir, t.database, key, spark=spark)

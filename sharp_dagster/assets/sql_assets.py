@@ -96,13 +96,12 @@ def build_sql_asset(
     )
     def _sql_asset(context):  # no annotation: Dagster inspects it at runtime
         spark_resource = context.resources.spark
-        store = spark_resource.store()  # read_partitions: a missing upstream partition fails, named
         runtime_check = lineage_runtime.RuntimeLineageCheck(table)
 
         def compute(key: str, run: PartitionRun):
             with run.step("read", source_type="parquet") as rec:
                 frames = [
-                    store.read_partitions(
+                    run.tables.read_partitions(  # a missing upstream partition fails, named
                         table_ref_for(up.split("."), grains.get(up, table.grain)),
                         [
                             partition_values(k, grains.get(up, table.grain))

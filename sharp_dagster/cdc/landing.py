@@ -631,6 +631,9 @@ def _write_quarantine(
         keys = ["kafka_topic", "kafka_partition", "kafka_offset"]
         kept = store.spark.table(store.name(ref)).where(F.col("dt").isin(parsed.quarantine_days))
         quarantined = quarantined.join(kept.select(*keys), keys, "left_anti").select(*names)
+        # All kept already: an append of no rows would still commit an (empty) snapshot.
+        if quarantined.isEmpty():
+            return
     store.append(ref, quarantined, properties=props)
 
 

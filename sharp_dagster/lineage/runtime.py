@@ -12,7 +12,9 @@ builds it) and the lineage read from Spark's analyzed plan of the statement that
   lineage far more often than on which columns steer the rows (e.g. a partition column the project's schema of an
   upstream SQL table does not list).
 
-Names are compared lower case; an unqualified table name of the parser is taken to live in `default_database`.
+Names are compared lower case; an unqualified table name of the parser is taken to live in `default_database`,
+a catalog-qualified one (`sharp.db.t`) loses its catalog and an Iceberg branch/tag/metadata-table read
+(`db.t.branch_x`) counts as a read of its base table `db.t`, as on the plan's side.
 The parser's unexpanded stars are honoured: a source `db.t.*` stands for any column of `db.t`, and an output
 column `*` for any output column whose sources are in the star's tables (the parser could not know its name).
 `Comparison.to_dict()` is what is kept with the run (check metadata and the run's JSON file).
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sharp_dagster.lineage.parser import ScriptLineage
-from sharp_dagster.lineage.spark_plan import ObservedLineage
+from sharp_dagster.lineage.spark_plan import ObservedLineage, base_table, is_table_selector
 
 __all__ = ["Comparison", "Difference", "ParsedAnswer", "compare", "parsed_answer"]
 
@@ -99,9 +101,16 @@ class Comparison:
 
 
 def _qualify(name: str, default_database: str) -> str:
-    """`db.table` (lower case) of a table name; a column reference keeps its last part as the column."""
-    name = name.lower()
-    return name if "." in name else f"{default_database}.{name}"
+    """`db.table` (lower case) of a table name, the way `spark_plan` names what Spark read: a three-part name is
+    either an Iceberg selector of a table (`db.t.branch_x`, `db.t.snapshots`: the base table) or catalog-qualified
+    (`sharp.db.t`: the catalog dropped; Spark's plan names no catalog either)."""
+    parts = [p.strip("`") for p in name.lower().split(".")]
+    if len(parts) == 1:
+        return f"{default_database}.{parts[0]}"
+    if len(parts) == 2:
+        return ".".join(parts)
+    has_catalog = len(parts) > 3 or not is_table_selector(parts[-1])
+    return base_table(parts, has_catalog=has_catalog)
 
 
 def _qualify_column(ref: str, default_database: str) -> str:

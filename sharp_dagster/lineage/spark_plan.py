@@ -12,6 +12,12 @@ map outputs by position. Resolving an output attribute through those definitions
 transparent (Spark inlines the view's plan under a `View` node), so a view is reported separately and its base
 tables count as read. Subquery plans (scalar, IN, EXISTS) are part of the JSON and are walked the same way.
 
+Tables of a v2 catalog (the warehouse's Iceberg catalog `sharp` / `sharp_<hash>`): the JSON of a
+`DataSourceV2Relation` has its `table`, `catalog` and `identifier` as null; the name is taken from the analyzer's
+`SubqueryAlias` right above it (`sharp.ods.orders`), the catalog part dropped (`ods.orders`), and an Iceberg
+branch, tag, snapshot or metadata-table read (`ods.orders.branch_stage_x`, `ods.orders.snapshots`) counts as a read
+of its base table. A v2 relation with no such alias (`spark.read.format(...).load(path)`) is `<DataSourceV2Relation>`.
+
 Why the JSON and not py4j calls per node: a plan walk over py4j costs one JVM round trip per node and expression
 (thousands for a join of a few tables); `toJSON()` is one round trip and the same tree.
 
@@ -21,11 +27,19 @@ No Dagster import, no Spark import (the JSON may come from anywhere, e.g. a save
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ObservedLineage", "PlanLineageError", "analyzed_plan_json", "plan_lineage"]
+__all__ = [
+    "ObservedLineage",
+    "PlanLineageError",
+    "analyzed_plan_json",
+    "base_table",
+    "is_table_selector",
+    "plan_lineage",
+]
 
 
 class PlanLineageError(ValueError):
@@ -127,7 +141,38 @@ _STRUCTURAL = {"class", "num-children", "child", "children", "left", "right"}
 # Ranking functions take the window's ORDER BY as their children: that is ordering, not the value's source.
 _RANKING = {"Rank", "DenseRank", "PercentRank", "CumeDist", "RowNumber", "NTile"}
 # Leaf relations and how their table name is found.
-_RELATIONS = {"LogicalRelation", "HiveTableRelation", "DataSourceV2Relation", "DataSourceV2ScanRelation"}
+_RELATIONS = {"LogicalRelation", "HiveTableRelation"} | {
+    "DataSourceV2Relation",
+    "DataSourceV2ScanRelation",
+    "StreamingDataSourceV2Relation",
+    "StreamingDataSourceV2ScanRelation",
+}
+# Catalyst's JSON writes a v2 relation's `table`, `catalog` and `identifier` as null (TreeNode.jsonFields serializes
+# only a few known field types). The name survives in the `SubqueryAlias` the analyzer puts right above every
+# relation it resolves from a catalog: `identifier.qualifier` = [catalog, namespace...], `identifier.name` = the
+# table, or for an Iceberg branch/tag/time-travel/metadata-table read the selector, with the table in the qualifier.
+_V2_RELATIONS = _RELATIONS - {"LogicalRelation", "HiveTableRelation"}
+# Iceberg's selectors after `db.table` (SparkCatalog: branch_<b>, tag_<t>, snapshot_id_<n>, at_timestamp_<ms>) and
+# its metadata table names: a read of any of them reads the base table.
+_ICEBERG_SELECTOR = re.compile(r"^(branch_.+|tag_.+|snapshot_id_\d+|at_timestamp_\d+)$")
+_ICEBERG_METADATA_TABLES = {
+    "entries",
+    "files",
+    "data_files",
+    "delete_files",
+    "history",
+    "metadata_log_entries",
+    "snapshots",
+    "refs",
+    "manifests",
+    "partitions",
+    "position_deletes",
+    "all_data_files",
+    "all_delete_files",
+    "all_files",
+    "all_manifests",
+    "all_entries",
+}
 _NO_SOURCE_LEAVES = {"LocalRelation", "OneRowRelation", "Range", "LogicalRDD", "InMemoryRelation"}
 _PASS_THROUGH = {
     "SubqueryAlias",
@@ -164,8 +209,50 @@ def _table_name(identifier: Any) -> str | None:
         return None
     db = identifier.get("database")
     if db is None and isinstance(identifier.get("namespace"), list) and identifier["namespace"]:
-        db = ".".join(str(p) for p in identifier["namespace"])
+        # A v2 Identifier: an Iceberg branch/metadata read has the table in the namespace, the selector as name.
+        return base_table([*(str(p) for p in identifier["namespace"]), name], has_catalog=False)
     return (f"{db}.{name}" if db else name).lower()
+
+
+def is_table_selector(part: str) -> bool:
+    """Is `part` (the last part of `db.table.<part>`) an Iceberg branch, tag, snapshot or metadata-table selector?"""
+    part = part.lower().strip("`")
+    return bool(_ICEBERG_SELECTOR.match(part)) or part in _ICEBERG_METADATA_TABLES
+
+
+def base_table(parts: list[str], has_catalog: bool) -> str:
+    """`db.table` (lower case) of a multi-part table name: the catalog part dropped when `has_catalog`, then a
+    trailing Iceberg selector (`db.table.branch_x`, `db.table.snapshots`) dropped: it reads the base table."""
+    parts = [p.lower().strip("`") for p in parts if p]
+    if has_catalog and len(parts) > 1:
+        parts = parts[1:]
+    while len(parts) > 2 and is_table_selector(parts[-1]):
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _qualifier(value: Any) -> list[str]:
+    """An `AliasIdentifier.qualifier`: Catalyst's JSON writes the Seq as its string `[a, b]` (a list is accepted)."""
+    if isinstance(value, list):
+        return [str(p) for p in value]
+    if isinstance(value, str):
+        inner = value.strip()
+        if inner.startswith("[") and inner.endswith("]"):
+            inner = inner[1:-1]
+        return [p.strip() for p in inner.split(",") if p.strip()]
+    return []
+
+
+def _alias_table(alias: _Node) -> str | None:
+    """The table named by the analyzer's `SubqueryAlias` over a v2 relation: `catalog.db.table[.selector]` gives
+    `db.table`. A user's alias (`FROM t AS x`, `df.alias("x")`) has no qualifier and names no table."""
+    ident = alias.obj.get("identifier")
+    if not isinstance(ident, dict) or not isinstance(ident.get("name"), str):
+        return None
+    qualifier = _qualifier(ident.get("qualifier"))
+    if not qualifier:
+        return None
+    return base_table([*qualifier, ident["name"]], has_catalog=True)
 
 
 class _Walk:
@@ -230,15 +317,22 @@ class _Walk:
                 self.deps |= self.refs(_build(flat, f"{node.short}.{key}"))
 
     # ---------------------------------------------------------------- plans
-    def plan(self, node: _Node) -> list[tuple[str, int]]:
-        """Walk a plan node (children first); return its output as (name, exprId)."""
-        outs = [self.plan(c) for c in node.children]
+    def plan(self, node: _Node, alias_table: str | None = None) -> list[tuple[str, int]]:
+        """Walk a plan node (children first); return its output as (name, exprId).
+
+        `alias_table`: the table named by the `SubqueryAlias` right above (a v2 relation's only name in the JSON).
+        """
         short, obj = node.short, node.obj
+        hint = None
+        if short == "SubqueryAlias" and len(node.children) == 1 and node.children[0].short in _V2_RELATIONS:
+            hint = _alias_table(node)
+        outs = [self.plan(c, hint) for c in node.children]
         if short in _RELATIONS:
             table = (
                 _table_name(obj.get("catalogTable"))
                 or _table_name(obj.get("tableMeta"))
                 or _table_name(obj.get("identifier"))
+                or alias_table
                 or f"<{short}>"
             )
             self.tables.add(table)

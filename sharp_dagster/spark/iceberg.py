@@ -123,7 +123,13 @@ def catalog_conf(settings: Any, catalog: str = DEFAULT_CATALOG, make_default: bo
         raise ValueError(f"catalog name must be a plain identifier, got {catalog!r}")
     prefix = f"spark.sql.catalog.{catalog}"
     warehouse = Path(settings.warehouse_dir).expanduser().resolve()
-    conf = {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.warehouse": f"file://{warehouse}"}
+    conf = {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.warehouse": f"file://{warehouse}",
+        # Other processes and machines commit to the same tables: every query reads the table's current metadata
+        # (Iceberg's catalog cache would serve a table as it was up to 30 s ago).
+        f"{prefix}.cache-enabled": "false",
+    }
     jdbc = jdbc_catalog_props(settings.log_db_url)
     if jdbc is None:
         conf[f"{prefix}.type"] = "hadoop"
@@ -583,14 +589,31 @@ class IcebergTables:
         current = self._table(ref).currentSnapshot()
         return int(current.snapshotId()) if current is not None else None
 
-    def rollback(self, ref: TableRef, snapshot_id: int) -> int:
-        """Make `snapshot_id` (an ancestor of `main`'s head) current again; return the snapshot id replaced."""
+    def rollback(self, ref: TableRef, snapshot_id: int, expected_head: int | None = None) -> int:
+        """Make `snapshot_id` (an ancestor of `main`'s head) current again; return the snapshot id replaced.
+
+        With `expected_head`, refuse (`StalePublishError`) when `main` is no longer at that snapshot: the caller
+        decided what to undo from the history it read, and a publish made since would be undone unnoticed.
+        """
         table = self._table(ref)
         previous = self.current_snapshot_id(ref)
         if table.snapshot(int(snapshot_id)) is None:
             raise LookupError(f"{self.name(ref)} has no snapshot {snapshot_id}")
+
+        def roll(t: Any) -> Any:
+            # Checked on the metadata the commit is built on: a concurrent commit makes it retry and check again.
+            head = t.currentSnapshot()
+            head_id = int(head.snapshotId()) if head is not None else None
+            if expected_head is not None and head_id != int(expected_head):
+                raise StalePublishError(
+                    f"{self.name(ref)}: main moved to snapshot {head_id} since it was read at {expected_head}"
+                )
+            return t.manageSnapshots().rollbackTo(int(snapshot_id))
+
         try:
-            self._commit_refs(ref, lambda t: t.manageSnapshots().rollbackTo(int(snapshot_id)))
+            self._commit_refs(ref, roll)
+        except StalePublishError:
+            raise
         except Exception as exc:
             if "not an ancestor" in java_error(exc)[1]:
                 raise ValueError(

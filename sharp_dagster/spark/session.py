@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from sharp_dagster import jvm
@@ -69,7 +70,10 @@ def build_spark_session(
     jars = _extra_jars(uses_packages="spark.jars.packages" in {**settings.spark_conf, **conf})
     if jars:
         merged["spark.jars"] = ",".join(jars)
-    merged.update(catalog_conf(settings, make_default=True))
+    if SparkContext._active_spark_context is None:
+        # Only when the session is created: getOrCreate() would write these into a running session's conf, where
+        # Spark keeps the catalog it already loaded, so `use_warehouse` would take it for another warehouse's.
+        merged.update(catalog_conf(settings, make_default=True))
     merged.update(settings.spark_conf)
     merged.update(conf)
     builder = SparkSession.builder.master(settings.spark_master).appName(app_name)

@@ -58,9 +58,12 @@ def own_warehouse(tmp_path, monkeypatch):
 
 def test_broker_killed_during_landing_then_restarted(spark, own_warehouse, monkeypatch):
     from sharp_dagster.cdc import landing
+    from sharp_dagster.cdc.landing import raw_table_ref
     from sharp_dagster.definitions import defs
     from sharp_dagster.joblog.store import JobLog
     from sharp_dagster.servers.broker import LocalBroker
+    from sharp_dagster.spark.iceberg import warehouse_tables
+    from sharp_dagster.spark.tables import TableRef
 
     broker = LocalBroker(base_dir=own_warehouse / "kafka").start()
     try:
@@ -86,6 +89,9 @@ def test_broker_killed_during_landing_then_restarted(spark, own_warehouse, monke
         assert [r.status for r in failed] == ["FAILURE"]
         assert jl.last_success(LANDING_JOB, order_by_range=False, incremental_type="kafka_offset") is None
         assert failed[0].range_end in (None, failed[0].range_start), "the failed run recorded offsets"
+        tables = warehouse_tables(spark, Settings.from_env())
+        raw = raw_table_ref(feed.database)
+        assert tables.list_partitions(raw) == [], "the failed landing committed rows to the raw binlog table"
 
         monkeypatch.setattr(landing, "_read", read)
         broker.start()  # same ports, same log dirs
@@ -97,15 +103,16 @@ def test_broker_killed_during_landing_then_restarted(spark, own_warehouse, monke
 
         job = defs.resolve_job_def("warehouse_daily")  # ODS merge -> DWD -> ADS of the day
         assert job.execute_in_process(partition_key=DAY, instance=instance, run_config=QUIET).success
-        ods = Settings.from_env().warehouse_dir / "ods.db"
-        tables = {
+        columns = {
             "orders": ("order_id", "order_status"),
             "user_info": ("user_id", "level"),
             "product": ("product_id", "price"),
             "order_item": ("item_id", "quantity"),
         }
-        for table, (key, value) in tables.items():
-            rows = spark.read.parquet(str(ods / table / f"dt={DAY}")).select(key, value).collect()
+        assert tables.list_partitions(raw), "the re-run landed nothing"
+        for table, (key, value) in columns.items():
+            ods = TableRef("ods", table, ("dt",))
+            rows = tables.read_partitions(ods, [{"dt": DAY}]).select(key, value).collect()
             assert sorted((k, _plain(v)) for k, v in rows) == _expected(table, key, value), (
                 f"ods.{table} differs from the source"
             )

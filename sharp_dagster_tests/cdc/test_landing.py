@@ -32,9 +32,9 @@ def raw_rows(table_store, db: str) -> list[dict]:
     return [r.asDict() for r in table_store.read_partitions(ref, parts).collect()]
 
 
-def data_files(table_store, db: str) -> list[str]:
-    root = Path(table_store.table_path(raw_table_ref(db)))
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*.parquet"))
+def commits(table_store, ref) -> list[tuple[int, int]]:
+    """(snapshot id, records added) of each commit on the table's `main`, oldest first."""
+    return [(s["snapshot_id"], s["added_records"]) for s in table_store.history(ref)]
 
 
 def test_land_collector_output_exactly_once_even_when_relanded_or_replayed(cdc, spark, table_store):
@@ -86,9 +86,12 @@ def test_land_collector_output_exactly_once_even_when_relanded_or_replayed(cdc, 
     )
     assert key_change["source_table"] == "user_info_1" and key_change["pk_names"] == ["id"]
     assert {(r["dt"], r["hour"]) for r in rows} == {(t[1], t[2]) for t in first.touched_hours}
+    # Every change landed in one commit (the table's only commit that adds rows).
+    landed = commits(table_store, raw_table_ref(db))
+    assert [added for _, added in landed if added] == [len(changes)]
+    assert landed[-1] == (table_store.current_snapshot_id(raw_table_ref(db)), len(changes))
 
-    # Landing the same offsets again changes nothing: not a row, not a file.
-    files = data_files(table_store, db)
+    # Landing the same offsets again changes nothing: not a row, not a commit.
     again = land(spark, table_store, cdc.kafka, topic, first.start_offsets, first.end_offsets, rules)
     assert (again.read, again.landed, again.duplicates, again.written_partitions) == (
         len(records),
@@ -96,7 +99,8 @@ def test_land_collector_output_exactly_once_even_when_relanded_or_replayed(cdc, 
         len(changes),
         [],
     )
-    assert data_files(table_store, db) == files and len(raw_rows(table_store, db)) == len(changes)
+    assert commits(table_store, raw_table_ref(db)) == landed
+    assert len(raw_rows(table_store, db)) == len(changes)
 
     # Nothing new after the end offsets.
     idle = land(
@@ -128,6 +132,8 @@ def test_land_collector_output_exactly_once_even_when_relanded_or_replayed(cdc, 
     assert replay.landed == 1 and replay.duplicates > 0 and replay.quarantined == 0
     rows = raw_rows(table_store, db)
     assert len(rows) == len(changes) + 1 and len({r["event_uid"] for r in rows}) == len(rows)
+    assert commits(table_store, raw_table_ref(db))[:-1] == landed  # one more commit, of the one new change
+    assert commits(table_store, raw_table_ref(db))[-1][1] == 1
 
 
 def _msg(
@@ -207,9 +213,12 @@ def test_bad_messages_are_quarantined_and_counted_once(cdc, spark, table_store):
         and quarantined[0].kafka_topic == topic
     )
 
+    kept = commits(table_store, ref)
+    assert [added for _, added in kept if added] == [7]  # the quarantine in one commit
     again = land(spark, table_store, cdc.kafka, topic, result.start_offsets, result.end_offsets, rules)
     assert again.quarantined == 7 and again.landed == 0
     assert table_store.read_partitions(ref, [{"dt": "2024-03-01"}]).count() == 7
+    assert commits(table_store, ref) == kept, "re-landing committed to the quarantine again"
 
     with pytest.raises(LandingError, match="beyond the end offset"):
         land(spark, table_store, cdc.kafka, topic, {0: 99}, "latest", rules)

@@ -251,7 +251,8 @@ def test_run_many_runs_assets_in_parallel(spark, orders_view):
     (b,) = out["dwd/user_dim"]
     assert not b.passed and b.actual == len(USER_DIM[PARTITION]) and b.partition == PARTITION
     # The DataFrame's temporary view is gone again.
-    assert not [t for t in spark.catalog.listTables() if t.name.startswith("dqc_") and t.name != orders_view]
+    views = spark.catalog.listTables("spark_catalog.default")  # temporary views, whatever the current catalog
+    assert not [t for t in views if t.name.startswith("dqc_") and t.name != orders_view]
 
 
 def test_broken_rules_fail_alone_with_their_error(spark, orders_view):

@@ -107,3 +107,16 @@ def test_parsed_answer_of_a_real_parse_and_a_wrong_target():
     assert answer.dependencies == ["ods.o.dt"]
     with pytest.raises(ValueError, match=r"writes \['dwd.t'\], not dwd.other"):
         parsed_answer(lineage, "dwd.other")
+
+
+def test_catalog_and_branch_names_of_the_parser_are_the_base_table():
+    """A catalog-qualified name and an Iceberg branch read are compared as the base table Spark's plan names."""
+    lineage = parse_script(
+        "SELECT o.id FROM sharp.ods.orders o JOIN ods.items.branch_stage_x i ON i.oid = o.id",
+        dialect="spark",
+        default_target="dw.t",
+    )
+    parsed = parsed_answer(lineage, "dw.t")
+    assert parsed.tables == ["ods.items", "ods.orders"]
+    assert parsed.columns == {"id": ["ods.orders.id"]}
+    assert parsed.dependencies == ["ods.items.oid", "ods.orders.id"]

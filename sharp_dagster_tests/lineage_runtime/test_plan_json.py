@@ -142,3 +142,72 @@ def test_bad_input_names_what_is_wrong():
     broken = node("Project", relation("d", "t", {"a": 1}), projectList=[expr("Add", attr("a", 1), lit())])
     with pytest.raises(PlanLineageError, match="Project.projectList: expected a named expression, got Add"):
         plan_lineage(broken)
+
+
+def v2_relation(cols: dict[str, int]) -> list[dict]:
+    """A `DataSourceV2Relation` as Spark 4.1 writes it for an Iceberg table: table/catalog/identifier are null."""
+    return [
+        {
+            "class": "org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation",
+            "num-children": 0,
+            "output": [attr(c, i) for c, i in cols.items()],
+            "table": None,
+            "catalog": None,
+            "identifier": None,
+            "options": None,
+        }
+    ]
+
+
+def catalog_alias(name: str, qualifier: str, child: list[dict]) -> list[dict]:
+    """The analyzer's SubqueryAlias over a resolved relation; the qualifier Seq is written as its string."""
+    ident = {
+        "product-class": "org.apache.spark.sql.catalyst.AliasIdentifier",
+        "name": name,
+        "qualifier": qualifier,
+    }
+    return node("SubqueryAlias", child, identifier=ident, child=0)
+
+
+@pytest.mark.parametrize(
+    "name, qualifier",
+    [
+        ("orders", "[sharp, ods]"),
+        ("orders", "[sharp_ab12cd34ef, ods]"),
+        ("branch_stage_run_7", "[sharp_ab12cd34ef, ods, orders]"),
+        ("tag_v1", "[sharp, ods, orders]"),
+        ("snapshots", "[sharp, ods, orders]"),
+    ],
+)
+def test_v2_relation_is_named_by_the_analyzers_alias_without_the_catalog(name, qualifier):
+    plan = node(
+        "Project",
+        node(
+            "Filter",
+            node(
+                "SubqueryAlias",  # a user's alias (`FROM ... o`): no qualifier, names no table
+                catalog_alias(name, qualifier, v2_relation({"id": 1, "qty": 2, "dt": 3})),
+                identifier={"name": "o", "qualifier": "[]"},
+                child=0,
+            ),
+            condition=expr("EqualTo", attr("dt", 3), lit()),
+        ),
+        projectList=[attr("id", 1), alias("q2", 10, expr("Multiply", attr("qty", 2), lit()))],
+    )
+    result = plan_lineage(json.dumps(plan))
+    assert result.tables == ["ods.orders"]
+    assert result.columns == {"id": ["ods.orders.id"], "q2": ["ods.orders.qty"]}
+    assert result.dependencies == ["ods.orders.dt"]
+
+
+def test_v2_relation_without_a_catalog_alias_is_reported_unnamed():
+    plan = node("SubqueryAlias", v2_relation({"id": 1}), identifier={"name": "x", "qualifier": "[]"}, child=0)
+    result = plan_lineage(json.dumps(plan))
+    assert result.tables == ["<DataSourceV2Relation>"]
+    assert result.columns == {"id": ["<DataSourceV2Relation>.id"]}
+
+
+def test_a_table_named_like_a_selector_is_kept():
+    """`ods.files` is a table, not the metadata table of `ods`: only a third part is a selector."""
+    plan = catalog_alias("files", "[sharp, ods]", v2_relation({"id": 1}))
+    assert plan_lineage(json.dumps(plan)).tables == ["ods.files"]

@@ -18,7 +18,8 @@ TARGET = "lrt_out.t"
 
 
 @pytest.fixture(scope="module")
-def tables(spark, tmp_path_factory):
+def store(spark, tmp_path_factory):
+    """The module's Iceberg warehouse (its catalog current) with `lrt_src.orders` and `lrt_src.users`."""
     from sharp_dagster_tests.conftest import fresh_tables
 
     store = fresh_tables(spark, tmp_path_factory.mktemp("lrt_warehouse"))
@@ -31,7 +32,12 @@ def tables(spark, tmp_path_factory):
         ref = TableRef("lrt_src", name)
         store.write_partition(ref, {"dt": "2024-01-01"}, df)
         store.register(ref)
-    return spark
+    return store
+
+
+@pytest.fixture(scope="module")
+def tables(store):
+    return store.spark
 
 
 def check(spark, select: str):
@@ -109,3 +115,54 @@ def test_temporary_view_hides_the_table(tables):
     assert by_subject["default.recent_paid"].spark == ["lrt_src.orders"]
     assert by_subject["lrt_out.t.amt"].parsed == ["default.recent_paid.amt"]
     assert by_subject["lrt_out.t.amt"].spark == ["lrt_src.orders.amount"]
+
+
+def test_iceberg_relation_is_named_by_its_identifier_without_the_catalog(store):
+    """The warehouse tables are DataSourceV2Relations of the Iceberg catalog (`sharp_<hash>` here): named
+    `db.table` whether the SQL names the catalog or not, and whether read by SQL or by the DataFrame API."""
+    spark = store.spark
+    assert store.catalog.startswith("sharp") and spark.catalog.currentCatalog() == store.catalog
+    plan = analyzed_plan_json(spark.sql("SELECT order_id FROM lrt_src.orders"))
+    assert "DataSourceV2Relation" in plan and "LogicalRelation" not in plan  # the case this reader must name
+    select = (
+        f"SELECT o.order_id, o.amount * 2 AS a2 FROM {store.catalog}.lrt_src.orders o WHERE o.status = 'paid'"
+    )
+    observed = plan_lineage(analyzed_plan_json(spark.sql(select)))
+    assert observed.tables == ["lrt_src.orders"]
+    assert observed.columns == {"order_id": ["lrt_src.orders.order_id"], "a2": ["lrt_src.orders.amount"]}
+    assert observed.dependencies == ["lrt_src.orders.status"]
+    comparison, _ = check(spark, select)  # the parser's `sharp_<hash>.lrt_src.orders` is the same table
+    assert comparison.passed, [d.message for d in comparison.differences]
+    via_api = plan_lineage(analyzed_plan_json(spark.table(store.name(TableRef("lrt_src", "users")))))
+    assert via_api.tables == ["lrt_src.users"] and via_api.columns["city"] == ["lrt_src.users.city"]
+
+
+def test_branch_and_metadata_reads_are_reads_of_the_base_table(store):
+    """A staged partition read from its branch (what the data-quality gate audits) and a metadata table read
+    count as reads of the base table, by SQL (parser and Spark agree) and by `read_staged`."""
+    spark = store.spark
+    ref = TableRef("lrt_src", "orders")
+    df = spark.createDataFrame(
+        [(4, 12, 3.0, "paid", ["d"])],
+        "order_id INT, user_id INT, amount DOUBLE, status STRING, tags ARRAY<STRING>",
+    )
+    staged = store.stage(ref, {"dt": "2024-01-02"}, df, token="lrt branch 1")
+    try:
+        select = (
+            f"SELECT b.order_id, b.amount + 1 AS a1 FROM lrt_src.orders.branch_{staged.branch} b "
+            "WHERE b.dt = '2024-01-02'"
+        )
+        comparison, observed = check(spark, select)
+        assert observed.tables == ["lrt_src.orders"]
+        assert observed.columns == {"order_id": ["lrt_src.orders.order_id"], "a1": ["lrt_src.orders.amount"]}
+        assert comparison.passed, [d.message for d in comparison.differences]
+        assert spark.sql(select).collect()[0].order_id == 4  # it really read the branch
+        audited = plan_lineage(analyzed_plan_json(store.read_staged(staged)))
+        assert audited.tables == ["lrt_src.orders"] and audited.dependencies == ["lrt_src.orders.dt"]
+        snapshots = plan_lineage(
+            analyzed_plan_json(spark.sql("SELECT snapshot_id FROM lrt_src.orders.snapshots"))
+        )
+        assert snapshots.tables == ["lrt_src.orders"]
+        assert snapshots.columns == {"snapshot_id": ["lrt_src.orders.snapshot_id"]}
+    finally:
+        store.discard(staged)

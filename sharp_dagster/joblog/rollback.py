@@ -1,0 +1,261 @@
+"""Writing a table rollback to the job log: the periods whose published data a rollback undoes are no longer SUCCESS.
+
+A table's `main` history (`IcebergTables.history`) names, for every publish, the attempt that made it (snapshot
+summary `sharp.job_id`, `sharp.partition`, `sharp.token`). Rolling `main` back to an older snapshot undoes every
+publish after it, so the job log's SUCCESS for those periods would be a lie: the planner would not re-run them and
+downstream's upstream gate would read the old data as done. `rollback_table` therefore
+
+1. works out the undone publishes from the history (refusing a target that is not an ancestor of `main`),
+2. refuses, changing nothing, when one of their periods is held by a live run,
+3. claims every such period (so no run publishes into it meanwhile), runs the caller's table rollback,
+4. records on each claimed attempt a `rollback` step with the details and ends it FAILURE, with an error naming
+   the snapshot restored and the publishes undone.
+
+No Spark and no Dagster here: the caller passes the history rows and the function that rolls the table back. The
+periods' grain and start come from the asset's `PeriodSpec` (the caller's mapping `asset key -> PeriodSpec`, as
+the `sharp-dagster log` commands learn them from `sharp_dagster.project.log_driven_assets`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sharp_dagster.joblog.models import FAILURE
+from sharp_dagster.joblog.planner import PeriodSpec
+from sharp_dagster.joblog.store import (
+    ClaimRefused,
+    JobHandle,
+    JobLog,
+    JobLogError,
+    claim_timeout_s,
+    schedule_id_for,
+)
+
+ROLLBACK_STEP = "rollback"
+ROLLBACK_PROJECT = "sharp_dagster"
+
+
+class RollbackRefused(JobLogError):
+    """The rollback was refused before anything changed (not an ancestor, a live claim, a bad period)."""
+
+
+@dataclass(frozen=True)
+class UndonePublish:
+    """One snapshot of `main` that the rollback takes off it, and the attempt that published it (when known)."""
+
+    snapshot_id: int
+    operation: str | None
+    token: str | None
+    job_id: str | None
+    partition_key: str | None
+    job_name: str | None
+    run_id: str | None
+    added_records: int = 0
+    deleted_records: int = 0
+
+    def describe(self) -> str:
+        who = []
+        if self.token:
+            who.append(f"attempt {self.token}")
+        if self.job_id:
+            who.append(f"job id {self.job_id}")
+        by = f", published by {' / '.join(who)}" if who else ""
+        return f"snapshot {self.snapshot_id}{by}"
+
+
+@dataclass
+class PeriodRollback:
+    """A period whose data the rollback undid, and the FAILURE attempt recorded for it (None: not recorded)."""
+
+    job_name: str
+    partition_key: str
+    undone: list[UndonePublish] = field(default_factory=list)
+    job_id: str | None = None
+    attempt: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class RollbackResult:
+    table: str
+    target_snapshot_id: int
+    previous_snapshot_id: int | None
+    undone: list[UndonePublish]
+    periods: list[PeriodRollback]
+    # Undone publishes that name no log-driven period (a write outside the job log, an unknown asset): why.
+    unrecorded: list[tuple[UndonePublish, str]] = field(default_factory=list)
+
+
+def undone_publishes(history: Sequence[Mapping[str, Any]], target: int) -> list[UndonePublish]:
+    """The snapshots of `main` after `target` up to its head, oldest first, from `IcebergTables.history()` rows.
+
+    Walks the parent chain from the current snapshot; raises `RollbackRefused` when `target` is not on it (not an
+    ancestor of `main`, or its history was expired).
+    """
+    by_id = {int(h["snapshot_id"]): h for h in history}
+    current = [h for h in history if h.get("is_current")]
+    if not current:
+        raise RollbackRefused("the table has no current snapshot: nothing to roll back")
+    target = int(target)
+    if target not in by_id:
+        raise RollbackRefused(f"snapshot {target} is not in main's history")
+    chain: list[Mapping[str, Any]] = []
+    node: Mapping[str, Any] | None = current[-1]
+    seen: set[int] = set()
+    while node is not None and int(node["snapshot_id"]) != target:
+        sid = int(node["snapshot_id"])
+        if sid in seen:  # a cycle cannot happen in Iceberg metadata; do not loop on a corrupt listing
+            break
+        seen.add(sid)
+        chain.append(node)
+        parent = node.get("parent_id")
+        node = by_id.get(int(parent)) if parent is not None else None
+    if node is None or int(node["snapshot_id"]) != target:
+        raise RollbackRefused(f"snapshot {target} is not an ancestor of main's current snapshot")
+    out = []
+    for h in reversed(chain):
+        props = dict(h.get("properties") or {})
+        out.append(
+            UndonePublish(
+                snapshot_id=int(h["snapshot_id"]),
+                operation=h.get("operation"),
+                token=props.get("token") or h.get("token"),
+                job_id=props.get("job_id"),
+                partition_key=props.get("partition"),
+                job_name=props.get("job_name"),
+                run_id=props.get("run_id"),
+                added_records=int(h.get("added_records") or 0),
+                deleted_records=int(h.get("deleted_records") or 0),
+            )
+        )
+    return out
+
+
+def _group_periods(
+    job_log: JobLog, undone: Sequence[UndonePublish], default_job_name: str, specs: Mapping[str, PeriodSpec]
+) -> tuple[list[PeriodRollback], list[tuple[UndonePublish, str]]]:
+    periods: dict[tuple[str, str], PeriodRollback] = {}
+    unrecorded: list[tuple[UndonePublish, str]] = []
+    for pub in undone:
+        if not pub.job_id or not pub.partition_key:
+            unrecorded.append((pub, "no sharp.job_id / sharp.partition: not published by a log-driven run"))
+            continue
+        # The attempt's own row is the authority on which asset it ran for; the snapshot's property, then the
+        # table's asset key, when that row is gone.
+        row = job_log.get(pub.job_id)
+        job_name = (row.job_name if row is not None else None) or pub.job_name or default_job_name
+        if job_name not in specs:
+            unrecorded.append((pub, f"{job_name} is not a log-driven asset"))
+            continue
+        key = (job_name, pub.partition_key)
+        periods.setdefault(key, PeriodRollback(job_name, pub.partition_key)).undone.append(pub)
+    return list(periods.values()), unrecorded
+
+
+def _error_for(table: str, target: int, period: PeriodRollback, reason: str | None) -> str:
+    undone = "; ".join(f"{p.describe()}, undone" for p in period.undone)
+    why = f": {reason}" if reason else ""
+    return f"rolled back: {table} restored to snapshot {target} ({undone}){why}"
+
+
+def rollback_table(
+    job_log: JobLog,
+    *,
+    table: str,
+    default_job_name: str,
+    history: Sequence[Mapping[str, Any]],
+    target: int,
+    specs: Mapping[str, PeriodSpec],
+    rollback: Callable[[int, int | None], int | None],
+    reason: str | None = None,
+    run_id: str | None = None,
+) -> RollbackResult:
+    """Roll `table` back to snapshot `target` and record a FAILURE attempt for every log-driven period it undoes.
+
+    `history`: `IcebergTables.history()` of the table, read just before. `default_job_name`: the table's asset key
+    (`ods/orders`), for publishes whose attempt row is gone. `specs`: asset key -> `PeriodSpec`. `rollback(target,
+    expected_head)` rolls the table back, refusing (raising) when `main`'s head is no longer `expected_head`, and
+    returns the snapshot id it replaced. It runs while the undone periods are claimed, so no run publishes into them.
+
+    Raises `RollbackRefused`, having changed nothing, when `target` is not an ancestor of `main` or a period is held
+    by a live run.
+    """
+    undone = undone_publishes(history, target)
+    head = next((int(h["snapshot_id"]) for h in reversed(history) if h.get("is_current")), None)
+    if not undone:
+        raise RollbackRefused(f"{table} is already at snapshot {target}: nothing to roll back")
+    periods, unrecorded = _group_periods(job_log, undone, default_job_name, specs)
+    windows = {}
+    for p in periods:
+        try:
+            windows[(p.job_name, p.partition_key)] = specs[p.job_name].period_for_key(p.partition_key)
+        except ValueError as exc:
+            raise RollbackRefused(f"{p.job_name}: snapshot property sharp.partition: {exc}") from None
+
+    # A live holder is refused before anything is written (a stale one is taken over by the claim below).
+    stale_after = claim_timeout_s()
+    now = job_log.now()
+    for p in periods:
+        holder = job_log.inspect_claim(
+            schedule_id_for(p.job_name, windows[(p.job_name, p.partition_key)].range_start)
+        )
+        if holder is not None and (now - holder.heartbeat_time).total_seconds() <= stale_after:
+            raise RollbackRefused(
+                f"{p.job_name} [{p.partition_key}] is claimed by run {holder.run_id} (job {holder.job_id}), "
+                f"last heartbeat {holder.heartbeat_time:%Y-%m-%d %H:%M:%S} UTC: wait for it or take it over"
+            )
+
+    handles: list[tuple[PeriodRollback, JobHandle]] = []
+    try:
+        for p in periods:
+            handle = job_log.claim(
+                p.job_name,
+                windows[(p.job_name, p.partition_key)],
+                run_id=run_id,
+                partition_key=p.partition_key,
+                project_name=ROLLBACK_PROJECT,
+            )
+            handles.append((p, handle))
+    except ClaimRefused as exc:
+        # A run claimed a period between the check and here: give back what was claimed, table untouched.
+        for _, handle in handles:
+            job_log.finish(
+                handle, FAILURE, f"rollback of {table} to snapshot {target} aborted, table unchanged: {exc}"
+            )
+        raise RollbackRefused(str(exc)) from None
+
+    try:
+        previous = rollback(int(target), head)
+    except BaseException as exc:
+        # The table may or may not have moved (a commit whose outcome is unknown): re-running the period is safe,
+        # believing the old SUCCESS is not.
+        for _, handle in handles:
+            job_log.finish(handle, FAILURE, f"rollback of {table} to snapshot {target} failed: {exc}")
+        raise
+
+    for p, handle in handles:
+        p.error = _error_for(table, int(target), p, reason)
+        with job_log.step(handle, ROLLBACK_STEP, source_type="iceberg", target_type="iceberg") as rec:
+            rec.source_count = sum(u.added_records for u in p.undone)
+            rec.target_count = 0
+            rec.info(f"{table}: main rolled back from snapshot {previous} to snapshot {target}")
+            for u in p.undone:
+                rec.info(
+                    f"undone: snapshot {u.snapshot_id} ({u.operation or '?'}), attempt {u.token or '-'}, "
+                    f"job id {u.job_id or '-'}, run {u.run_id or '-'}, partition {u.partition_key or '-'}, "
+                    f"+{u.added_records} -{u.deleted_records} records"
+                )
+            if reason:
+                rec.info(f"reason: {reason}")
+        job_log.finish(handle, FAILURE, p.error)
+        p.job_id, p.attempt = handle.job_id, handle.attempt
+    return RollbackResult(
+        table=table,
+        target_snapshot_id=int(target),
+        previous_snapshot_id=previous,
+        undone=undone,
+        periods=periods,
+        unrecorded=unrecorded,
+    )

@@ -1,0 +1,157 @@
+"""Worlds of the fault matrix, built once per test session and shared by every fault test: one with the job log
+(and Iceberg catalog) on SQLite, one on a private PostgreSQL server. Each test takes the world of its backend with
+`world` (parametrized) and works on its own (table, day) partitions, so tests pass alone and in any order."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from sharp_dagster.demo.generator import generate
+from sharp_dagster_tests.faults.harness import LANDED_UP_FRONT, SMALL, World, point_catalog
+from sharp_dagster_tests.joblog.pgserver import PostgresServer, find_pg_bin, unavailable_reason
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+class RestartablePostgres(PostgresServer):
+    """A private PostgreSQL server that can be stopped and started again on the same data and port (the
+    "job-log database goes away and comes back" fault); `stop()` (the base class's) ends it for good."""
+
+    def halt(self) -> None:
+        """Fast shutdown (SIGINT to its pid: clients are disconnected), the data kept."""
+        assert self.process is not None and self.process.poll() is None, "the server is not running"
+        self.process.send_signal(signal.SIGINT)
+        self.process.wait(timeout=30)
+
+    def resume(self, timeout_s: float = 30.0) -> None:
+        """Start the server again on its data folder and port (no initdb)."""
+        import time
+
+        import psycopg
+
+        log = open(self.base / "postgres.log", "a")  # noqa: SIM115 - handed to the server
+        self.process = subprocess.Popen(
+            [
+                find_pg_bin("postgres"),
+                "-D",
+                str(self.base / "data"),
+                "-p",
+                str(self.port),
+                "-h",
+                "127.0.0.1",
+                "-k",
+                str(self.base),
+                "-c",
+                "fsync=off",
+                "-c",
+                "synchronous_commit=off",
+                "-c",
+                "full_page_writes=off",
+                "-c",
+                "max_connections=200",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            **self._user_kwargs,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            assert self.process.poll() is None, f"postgres did not restart: {self.log_tail()}"
+            try:
+                psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres").close()
+                return
+            except psycopg.OperationalError:
+                assert time.monotonic() < deadline, f"postgres did not answer again: {self.log_tail()}"
+                time.sleep(0.1)
+
+
+def _build(backend: str, tmp_path_factory) -> World:
+    """Sample shop, broker, (PostgreSQL), ODS states bootstrapped and the first days landed."""
+    from dagster import DagsterInstance
+
+    from sharp_dagster.assets.cdc_assets import KAFKA_ENV
+    from sharp_dagster.definitions import defs
+    from sharp_dagster.servers.broker import LocalBroker
+    from sharp_dagster.settings import Settings
+    from sharp_dagster_tests.cdc_support import CdcFeed
+
+    root = tmp_path_factory.mktemp(f"faults_{backend}")
+    pg = None
+    if backend == "postgresql":
+        reason = unavailable_reason()
+        assert reason is None, f"the PostgreSQL faults need a server: {reason}"  # never skipped
+        pg = RestartablePostgres().start()
+    broker = LocalBroker(base_dir=root / "kafka").start()
+    env = {"SHARP_DATA_DIR": str(root / "data"), KAFKA_ENV: broker.bootstrap_servers}
+    if pg is not None:
+        env["SHARP_LOG_DB_URL"] = pg.create_database()
+    saved = {k: os.environ.get(k) for k in [*env, "SHARP_LOG_DB_URL", "SHARP_CLAIM_TIMEOUT_S"]}
+    try:
+        os.environ.update(env)
+        if pg is None:
+            os.environ.pop("SHARP_LOG_DB_URL", None)
+        os.environ["SHARP_CLAIM_TIMEOUT_S"] = "120"
+        point_catalog()
+        generate(Settings.from_env().sample_dir, SMALL)
+        world = World(backend, root, env, broker, pg=pg)
+        world.feed = CdcFeed(defs, DagsterInstance.ephemeral())
+        for day in LANDED_UP_FRONT:
+            world.feed.land(day)
+        return world
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def worlds(spark, tmp_path_factory):
+    """The worlds, built on first use; brokers and servers stopped by their pids at the end of the session."""
+    built: dict[str, World] = {}
+
+    def get(backend: str) -> World:
+        if backend not in built:
+            built[backend] = _build(backend, tmp_path_factory)
+        return built[backend]
+
+    yield get
+    for world in built.values():
+        world.broker.cleanup()
+        if world.pg is not None:
+            world.pg.stop()
+
+
+@pytest.fixture(params=BACKENDS)
+def world(request, worlds, monkeypatch) -> World:
+    """The world of the test's backend, this process's settings pointed at it (claim timeout: the short one)."""
+    from sharp_dagster_tests.faults.harness import STALE_S
+
+    w = worlds(request.param).enter(monkeypatch)
+    monkeypatch.setenv("SHARP_CLAIM_TIMEOUT_S", f"{STALE_S:g}")
+    return w
+
+
+@pytest.fixture()
+def sqlite_world(worlds, monkeypatch) -> World:
+    from sharp_dagster_tests.faults.harness import STALE_S
+
+    w = worlds("sqlite").enter(monkeypatch)
+    monkeypatch.setenv("SHARP_CLAIM_TIMEOUT_S", f"{STALE_S:g}")
+    return w
+
+
+@pytest.fixture()
+def pg_world(worlds, monkeypatch) -> World:
+    from sharp_dagster_tests.faults.harness import STALE_S
+
+    w = worlds("postgresql").enter(monkeypatch)
+    monkeypatch.setenv("SHARP_CLAIM_TIMEOUT_S", f"{STALE_S:g}")
+    return w
