@@ -24,7 +24,6 @@ Nothing here imports Dagster. The table API is reached through Py4J (`Spark3Util
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 import time
@@ -151,22 +150,26 @@ def apply_catalog_conf(spark: SparkSession, conf: Mapping[str, str]) -> None:
 
 
 def use_warehouse(spark: SparkSession, settings: Any) -> str:
-    """Make the Iceberg catalog of `settings` (its warehouse folder and job-log database) the session's current
-    catalog, so SQL names tables `database.table`; return the catalog's name.
+    """Make the Iceberg catalog `sharp` of `settings` (its warehouse folder and job-log database) the session's
+    current catalog, so SQL names tables `database.table`; return the catalog's name.
 
-    The session's build (`spark/session.py`) configures `sharp` for the warehouse of its settings. Spark keeps a
-    catalog it has loaded for the session's life, so a process that moves to another warehouse (a test, the demo
-    after a reset) gets a catalog of its own for it, `sharp_<hash>`, rather than a re-pointed `sharp`.
+    The session's build (`spark/session.py`) configures `sharp` for the warehouse of its settings. The name is the
+    same for every warehouse because the JDBC catalog keys its rows by it (a table registered through `sharp` is
+    only found through `sharp`, by any process). A process that moves to another warehouse (a test, the demo after
+    a reset) re-points the conf and drops Spark's loaded catalogs, which are built again, from the new conf, on
+    first use; temporary views stay.
     """
-    conf = catalog_conf(settings, DEFAULT_CATALOG)
     name = DEFAULT_CATALOG
-    wanted = {k: v for k, v in conf.items() if k.startswith(f"spark.sql.catalog.{name}.")}
-    configured = spark.conf.get(f"spark.sql.catalog.{name}", None) is not None
-    if configured and any(spark.conf.get(k, None) != v for k, v in wanted.items()):
-        digest = hashlib.sha1(repr(sorted(wanted.items())).encode()).hexdigest()[:10]
-        name = f"{DEFAULT_CATALOG}_{digest}"
-        conf = catalog_conf(settings, name)
-    apply_catalog_conf(spark, conf)
+    prefix = f"spark.sql.catalog.{name}"
+    wanted = catalog_conf(settings, name)
+    wanted = {k: v for k, v in wanted.items() if k == prefix or k.startswith(prefix + ".")}
+    current = {k: v for k, v in spark.conf.getAll.items() if k == prefix or k.startswith(prefix + ".")}
+    if current != wanted:
+        for key in set(current) - set(wanted):
+            spark.conf.unset(key)
+        apply_catalog_conf(spark, wanted)
+        if current:  # a loaded catalog keeps its old conf for the session's life: drop it
+            spark._jsparkSession.sessionState().catalogManager().reset()
     spark.catalog.setCurrentCatalog(name)  # (asking for the current one would load it: the session's default)
     return name
 

@@ -499,7 +499,7 @@ class Pipeline:
 
     # ------------------------------------------------------------------ merge
     def read_partition(self, ref: TableRef, day: str) -> DataFrame:
-        """The partition on `main` with exactly the columns it was written with.
+        """The partition on `main` with exactly the columns it was written with (its partition column `dt` aside).
 
         A read through the table has the table's current schema: a column added by a later day (day 2's ALTER) is
         there, NULL, in older partitions. The partition's own columns are those of the schema of the snapshot that
@@ -510,9 +510,10 @@ class Pipeline:
             f"SELECT last_updated_snapshot_id FROM {name}.partitions WHERE partition.dt = '{day}'"
         ).collect()
         assert len(written) == 1, f"{ref.qualified} has no partition dt={day}"
-        columns = self.spark.sql(f"SELECT * FROM {name} VERSION AS OF {written[0][0]}").columns
+        written_schema = self.spark.sql(f"SELECT * FROM {name} VERSION AS OF {written[0][0]}").columns
+        columns = [c for c in written_schema if c not in ref.partition_cols]
         df = self.store.read_partitions(ref, [{"dt": day}])
-        later = [c for c in df.columns if c not in columns]
+        later = [c for c in df.columns if c not in written_schema]
         if later:
             assert df.where(" OR ".join(f"`{c}` IS NOT NULL" for c in later)).isEmpty(), (
                 f"{ref.qualified} dt={day} has values in columns added after it was written: {later}"

@@ -31,7 +31,7 @@ from sharp_dagster.joblog import SUCCESS
 from sharp_dagster_tests.cdc_support import QUIET
 
 SMALL = GeneratorConfig(days=6, users=40, products=10, orders_per_day=15, history_orders=15)
-D1, D2, D3, D4 = "2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"
+D1, D2, D3, D4, D5 = "2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"
 LANDED_UP_FRONT = (
     D1,
     D2,

@@ -12,6 +12,7 @@ import time
 from sharp_dagster.joblog import FAILURE, RUNNING, SUCCESS
 from sharp_dagster_tests.faults.harness import (
     D1,
+    D2,
     ChildRun,
     assert_equals_reference,
     attempts,
@@ -87,7 +88,8 @@ def test_sigkill_after_claim(world):
 
 
 def test_sigkill_mid_write(world):
-    kill_at(world, "ods/user_info", D1, "mid_write", "2 SIGKILL mid-write")
+    # D2: the table exists (D1 made it), so the kill leaves a real staging branch of a real table behind.
+    kill_at(world, "ods/user_info", D2, "mid_write", "2 SIGKILL mid-write")
 
 
 def test_sigkill_after_audit_before_publish(world):

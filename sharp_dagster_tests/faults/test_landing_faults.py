@@ -18,7 +18,7 @@ import time
 from sharp_dagster.demo.generator import read_changes
 from sharp_dagster.joblog import FAILURE, SUCCESS
 from sharp_dagster.settings import Settings
-from sharp_dagster_tests.faults.harness import D3, D4, record
+from sharp_dagster_tests.faults.harness import D4, D5, record
 
 
 def _landing_name(world) -> str:
@@ -50,7 +50,7 @@ def _landed_raw(world, day: str) -> list[tuple[str, int]]:
 def test_broker_restarted_mid_landing(sqlite_world, monkeypatch):
     from sharp_dagster.cdc import landing
 
-    world, day = sqlite_world, D3
+    world, day = sqlite_world, D4
     before = len(_landings(world))
     read = landing._read
     ends: list[dict] = []
@@ -125,7 +125,7 @@ def test_poison_messages_are_quarantined_and_the_landing_goes_on(sqlite_world):
 
     from sharp_dagster.cdc.landing import quarantine_table_ref
 
-    world, day = sqlite_world, D4
+    world, day = sqlite_world, D5
     before = len(_landings(world))
     offsets: dict[str, int] = {}
     producer = Producer({"bootstrap.servers": world.feed.bootstrap})

@@ -12,7 +12,7 @@ import time
 
 from sharp_dagster.joblog import SUCCESS
 from sharp_dagster_tests.faults.harness import (
-    D2,
+    D3,
     ChildRun,
     assert_equals_reference,
     attempts,
@@ -26,7 +26,7 @@ RUNNERS = 10
 
 
 def test_ten_simultaneous_claims_one_runs(world, tmp_path):
-    name, day = "ods/user_info", D2
+    name, day = "ods/user_info", D3
     prepare(world, name, day)
     base = len(attempts(world, name, day))
     gate = tmp_path / "gate"
