@@ -52,6 +52,9 @@ _PROP_KEY = re.compile(r"^[A-Za-z0-9_.\-]+$")
 TABLE_PROPERTIES = {
     "format-version": "2",
     "write.spark.accept-any-schema": "true",
+    # A stage writes one partition: no shuffle to cluster rows by partition first (one Spark job less per write).
+    # Appends that span partitions ask for the hash distribution themselves (`append`).
+    "write.distribution-mode": "none",
 }
 
 
@@ -491,6 +494,7 @@ class IcebergTables:
         self.ensure_table(ref, df)
         self._refresh(ref)
         writer = self._in_table_order(ref, df).writeTo(self.name(ref)).option("mergeSchema", "true")
+        writer = writer.option("distribution-mode", "hash")  # rows of many partitions: one file per partition
         writer = writer.option(f"snapshot-property.{TOKEN_PROPERTY}", str(token or uuid.uuid4().hex))
         for key, value in dict(properties or {}).items():
             if not _PROP_KEY.match(key):
@@ -629,32 +633,47 @@ class IcebergTables:
     # ---------------------------------------------------------------- reading
     def list_partitions(self, ref: TableRef) -> list[dict[str, str]]:
         """Partitions of `main` that hold rows, sorted by their values."""
+        counts = self.partition_counts(ref)
+        return [dict(zip(ref.partition_cols, key, strict=True)) for key in sorted(counts)]
+
+    def partition_counts(self, ref: TableRef) -> dict[tuple[str, ...], int]:
+        """Rows of every partition of `main` that holds rows, from the table's metadata (no data is read): partitions
+        are only ever replaced whole, so the data files' record counts are the rows."""
         if not self.exists(ref):
-            return []
+            return {}
         self._refresh(ref)
         cols = ", ".join(f"partition.`{c}` AS `{c}`" for c in ref.partition_cols)
         rows = self.spark.sql(
-            f"SELECT {cols} FROM {self.name(ref)}.partitions WHERE record_count > 0"
+            f"SELECT {cols}, record_count FROM {self.name(ref)}.partitions WHERE record_count > 0"
         ).collect()
-        found = [{c: str(r[c]) for c in ref.partition_cols} for r in rows]
-        return sorted(found, key=lambda v: tuple(v[c] for c in ref.partition_cols))
+        return {tuple(str(r[c]) for c in ref.partition_cols): int(r["record_count"]) for r in rows}
 
     def has_partition(self, ref: TableRef, values: Mapping[str, str]) -> bool:
         wanted = self._check_values(ref, values)
         return wanted in self.list_partitions(ref)
+
+    def require_partitions(
+        self, ref: TableRef, partitions: Iterable[Mapping[str, str]], needed_by: str = ""
+    ) -> int:
+        """The rows of the given partitions of `main` (from the metadata: no data is read), or
+        `MissingPartitionError` naming every partition with no rows."""
+        wanted = [self._check_values(ref, p) for p in partitions]
+        counts = self.partition_counts(ref)
+        keys = [tuple(p[c] for c in ref.partition_cols) for p in wanted]
+        missing = [p for p, k in zip(wanted, keys, strict=True) if k not in counts]
+        if missing:
+            labels = ", ".join(partition_label(ref, p) for p in missing[:10])
+            more = f" (and {len(missing) - 10} more)" if len(missing) > 10 else ""
+            who = f" needed by {needed_by}" if needed_by else ""
+            raise MissingPartitionError(f"upstream partition not written{who}: {labels}{more}")
+        return sum(counts[k] for k in keys)
 
     def read_partitions(
         self, ref: TableRef, partitions: Iterable[Mapping[str, str]], needed_by: str = ""
     ) -> DataFrame:
         """Rows of the given partitions of `main`; `MissingPartitionError` names every partition with no rows."""
         wanted = [self._check_values(ref, p) for p in partitions]
-        present = self.list_partitions(ref)
-        missing = [p for p in wanted if p not in present]
-        if missing:
-            labels = ", ".join(partition_label(ref, p) for p in missing[:10])
-            more = f" (and {len(missing) - 10} more)" if len(missing) > 10 else ""
-            who = f" needed by {needed_by}" if needed_by else ""
-            raise MissingPartitionError(f"upstream partition not written{who}: {labels}{more}")
+        self.require_partitions(ref, wanted, needed_by)
         df = self.spark.table(self.name(ref))
         if not wanted:
             return df.limit(0)
