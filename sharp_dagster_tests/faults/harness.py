@@ -32,10 +32,8 @@ from sharp_dagster_tests.cdc_support import QUIET
 
 SMALL = GeneratorConfig(days=6, users=40, products=10, orders_per_day=15, history_orders=15)
 D1, D2, D3, D4, D5 = "2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"
-LANDED_UP_FRONT = (
-    D1,
-    D2,
-)  # the days every world lands when it is built; D3 and D4 belong to the landing faults
+# The days every world lands when it is built; D4 and D5 belong to the landing faults.
+LANDED_UP_FRONT = (D1, D2, D3)
 STALE_S = 3.0  # the claim timeout of runs that are to be taken over (heartbeat every 0.75 s)
 FIGURES_ENV = "SHARP_FAULT_FIGURES"
 
@@ -329,11 +327,19 @@ def current_publish(world: World, name: str) -> dict[str, str]:
 
 
 def stage_branches(world: World, name: str, day: str) -> list[str]:
-    """Staging branches of this partition still in the table (left by a run that died before publishing)."""
+    """Staging branches of this partition still in the asset's tables (left by a run that died before publishing).
+
+    An ODS merge stages two tables, `ods_state.<t>` first, then `ods.<t>`: both are looked at."""
     from sharp_dagster.spark.iceberg import branch_name
+    from sharp_dagster.spark.tables import TableRef
 
     prefix = branch_name(f"{day}_")
-    return sorted(b for b in world.tables().staged_branches(_ref(name)) if b.startswith(prefix))
+    ref = _ref(name)
+    refs = [ref] + ([TableRef("ods_state", ref.name, ref.partition_cols)] if ref.database == "ods" else [])
+    tables = world.tables()
+    return sorted(
+        f"{r.qualified}@{b}" for r in refs for b in tables.staged_branches(r) if b.startswith(prefix)
+    )
 
 
 def assert_equals_reference(world: World, name: str, day: str, rows: list[tuple]) -> int:
