@@ -316,6 +316,44 @@ class PartitionRun:
         )
 
 
+@contextmanager
+def claimed_range(
+    context: Any,
+    job_name: str,
+    window: Any,
+    incremental_type: str,
+    application_id: str | None = None,
+) -> Iterator[JobHandle]:
+    """The lifecycle of a run whose job-log window is a range, not a period (the hourly landing's Kafka offsets):
+    claim (token, heartbeat) → the caller's steps, which fence with `JobLog.assert_current` before anything
+    downstream can see their result → SUCCESS. Any failure records FAILURE (scrubbed), alerts once and reaches
+    Dagster as a scrubbed `Failure`. Ranges have no order check and no upstream gate: the next range starts where
+    the last successful one ended (`joblog/incremental.py`)."""
+    jl = job_log_or_fail()
+    try:
+        handle = jl.claim(
+            job_name,
+            window,
+            run_id=context.run_id,
+            partition_key=context.partition_key,
+            incremental_type=incremental_type,
+            project_name=PROJECT_NAME,
+            application_id=application_id,
+        )
+    except ClaimRefused as exc:
+        raise Failure(description=scrub_text(f"duplicate run refused: {exc}")) from None
+    try:
+        with jl.heartbeating(handle, heartbeat_interval_s()):
+            failpoint("after_claim")
+            yield handle
+        jl.finish(handle, SUCCESS)
+    except BaseException as exc:
+        message = scrub_text(error_text(exc))
+        jl.finish(handle, FAILURE, error=message)
+        alert_attempt_failure(jl, handle, context.run_id, message)
+        raise as_failure(exc, f"{job_name} [{context.partition_key}]") from None
+
+
 def as_failure(exc: BaseException, label: str) -> BaseException:
     """What Dagster shows for a failed run: a `Failure` whose text is scrubbed of secrets (raw exception text may
     quote a database URL); interrupts pass through unchanged."""

@@ -1,7 +1,7 @@
 """The CDC path as Dagster assets: hourly landing of the binlog topic, daily merge into the ODS tables.
 
-- `original_binlog/<db>` (hourly, group `cdc`): claims its offset range like every log-driven run (a heartbeat
-  keeps the claim alive, a failure is recorded and alerted once), reads the topic from the end offsets of the job
+- `original_binlog/<db>` (hourly, group `cdc`): claims its offset range through the lifecycle's `claimed_range`
+  (a heartbeat keeps the claim alive, a failure is recorded and alerted once), reads the topic from the end offsets of the job
   log's last successful landing (the Kafka incremental mode) up to the end offsets captured when the run starts,
   writes the raw binlog rows (re-landing the same offsets changes nothing), keeps bad messages in quarantine with
   the count in step_log and a weak alert (count and first reasons, once per run), records the end offsets actually
@@ -35,11 +35,9 @@ from dagster import (
 
 from sharp_dagster.assets import quality
 from sharp_dagster.cdc.project import START, OdsTable, bootstrap_day
-from sharp_dagster.joblog import FAILURE, SUCCESS, ClaimRefused, PeriodSpec
-from sharp_dagster.joblog.redact import scrub_text
-from sharp_dagster.joblog.store import heartbeat_interval_s
-from sharp_dagster.lifecycle import as_failure, error_text, materialize_partitions
-from sharp_dagster.logdriven import PROJECT_NAME, LogDrivenAsset, alert_attempt_failure, job_log_or_fail
+from sharp_dagster.joblog import PeriodSpec
+from sharp_dagster.lifecycle import claimed_range, materialize_partitions
+from sharp_dagster.logdriven import LogDrivenAsset, job_log_or_fail
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
 
@@ -98,29 +96,9 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
         )  # first: when it is unreachable nothing is touched (the catalog lives there too)
         store = spark_resource.store()
         window = plan_kafka(jl, job_name)
-        try:
-            handle = jl.claim(
-                job_name,
-                window,
-                run_id=context.run_id,
-                partition_key=context.partition_key,
-                incremental_type="kafka_offset",
-                project_name=PROJECT_NAME,
-                application_id=spark_resource.session().sparkContext.applicationId,
-            )
-        except ClaimRefused as exc:
-            raise Failure(description=scrub_text(f"duplicate landing refused: {exc}")) from exc
-        try:
-            # Like every log-driven run: a heartbeat keeps the claim alive (interval from the claim timeout), a
-            # failure is recorded and alerted once.
-            with jl.heartbeating(handle, heartbeat_interval_s()):
-                result, marked = _land(jl, handle, window, spark_resource, store)
-            jl.finish(handle, SUCCESS)
-        except BaseException as exc:
-            message = scrub_text(error_text(exc))
-            jl.finish(handle, FAILURE, error=message)
-            alert_attempt_failure(jl, handle, context.run_id, message)
-            raise as_failure(exc, f"{job_name} [{context.partition_key}]") from None
+        app_id = spark_resource.session().sparkContext.applicationId
+        with claimed_range(context, job_name, window, "kafka_offset", app_id) as handle:
+            result, marked = _land(jl, handle, window, spark_resource, store)
         if result.quarantined:
             alert_quarantine(jl, handle, context.run_id, result)
         return MaterializeResult(
