@@ -39,7 +39,8 @@ def _java() -> str:
 
 
 def _cluster_id() -> str:
-    """A Kafka cluster id: a random UUID in Kafka's URL-safe base64 form (as `kafka-storage random-uuid`)."""
+    """A Kafka cluster id: a random UUID in Kafka's URL-safe base64 form (as `kafka-storage random-uuid`). It may
+    start with `-`, so it is passed as `--cluster-id=<id>` (one argument, never taken for an option)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
@@ -128,7 +129,7 @@ class LocalBroker:
         if (self.data_dir / "meta.properties").exists():
             return
         cmd = self._command(
-            "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(self.config_path)
+            "kafka.tools.StorageTool", "format", f"--cluster-id={_cluster_id()}", "-c", str(self.config_path)
         )
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
