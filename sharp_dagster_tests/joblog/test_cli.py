@@ -17,9 +17,10 @@ from sharp_dagster.joblog.store import JobLog, utcnow
 from sharp_dagster_tests.joblog.pgserver import free_port
 
 ASSET = "dwd/orders"
-# Starts five days ago, so the periods are elapsed whatever day the tests run.
-START = (utcnow() - timedelta(days=5)).replace(hour=0, minute=0, second=0, microsecond=0)
-SPEC = PeriodSpec("daily", START)
+# Five days that have all elapsed, ending with yesterday: the spec's end fixes the plan whatever the clock says when
+# the test runs (a run crossing midnight once saw a sixth period here).
+START = (utcnow() - timedelta(days=6)).replace(hour=0, minute=0, second=0, microsecond=0)
+SPEC = PeriodSpec("daily", START, START + timedelta(days=5))
 
 
 def _day(offset: int) -> str:
@@ -43,7 +44,7 @@ def project(monkeypatch):
         raise AssertionError(f"rerun_periods reached for {key}: the command line should have refused")
 
     project_module = types.ModuleType("sharp_dagster.project")
-    project_module.log_driven_assets = lambda: {ASSET: SPEC, "ods/clicks": PeriodSpec("hourly", START)}
+    project_module.log_driven_assets = lambda: {ASSET: SPEC, "ods/clicks": PeriodSpec("hourly", START, SPEC.end)}
     monkeypatch.setitem(sys.modules, "sharp_dagster.project", project_module)
     monkeypatch.setattr(orchestration, "rerun_periods", must_not_run)
     return calls
