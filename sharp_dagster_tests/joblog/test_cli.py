@@ -44,7 +44,10 @@ def project(monkeypatch):
         raise AssertionError(f"rerun_periods reached for {key}: the command line should have refused")
 
     project_module = types.ModuleType("sharp_dagster.project")
-    project_module.log_driven_assets = lambda: {ASSET: SPEC, "ods/clicks": PeriodSpec("hourly", START, SPEC.end)}
+    project_module.log_driven_assets = lambda: {
+        ASSET: SPEC,
+        "ods/clicks": PeriodSpec("hourly", START, SPEC.end),
+    }
     monkeypatch.setitem(sys.modules, "sharp_dagster.project", project_module)
     monkeypatch.setattr(orchestration, "rerun_periods", must_not_run)
     return calls
