@@ -3,12 +3,13 @@
 - `original_binlog/<db>` (hourly, group `cdc`): claims its offset range through the lifecycle's `claimed_range`
   (a heartbeat keeps the claim alive, a failure is recorded and alerted once), reads the topic from the end offsets of the job
   log's last successful landing (the Kafka incremental mode) up to the end offsets captured when the run starts,
-  writes the raw binlog rows (re-landing the same offsets changes nothing), keeps bad messages in quarantine with
+  writes the raw binlog rows and each table's typed images (`cdc/image_tables.py`, typed by the ODS state's
+  columns; re-landing the same offsets changes nothing), keeps bad messages in quarantine with
   the count in step_log and a weak alert (count and first reasons, once per run), records the end offsets actually
   read + 1 as `data_range_end`, and, while it still holds the claim, writes the done markers of the hours that are
   complete (low watermark of event time past hour end + lateness).
 - `ods/<table>` (daily, group `ods`): `checkdone` (all 24 done markers of the day, else the run fails before
-  reading anything), then `merge_day(previous state, the day's changes)`; the state (with tombstones) is staged to
+  reading anything), then `merge_day(previous state, the day's typed changes)`; the state (with tombstones) is staged to
   `ods_state.<table>` and its live rows to `ods.<table>`, and both are published together after the strong rules,
   through the one lifecycle of every log-driven asset (`sharp_dagster.lifecycle`).
 """
@@ -132,6 +133,7 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
                 source.database(database).shard_rules,
                 database=database,
                 prior_watermarks=prior,
+                image_columns=state_columns(store, source.database(database).tables),
                 # Every commit of the landing says which attempt wrote it (`sharp-dagster table history`).
                 commit_properties={
                     "token": str(handle.token),
@@ -280,8 +282,7 @@ def build_ods_merge_asset(t: OdsTable, rules, grains: dict[str, str]) -> AssetsD
                     raise Failure(
                         description=f"{job_name} [{key}]: the raw binlog table {raw.qualified} is empty"
                     )
-                changes = spark.table(store.name(raw)).where(f"table_name = '{t.name}' AND dt = '{key}'")
-                changes = changes.localCheckpoint(eager=True)
+                changes = day_changes(store, raw, t, key)
                 rec.source_count = run.source_count = changes.count()
             with run.step("transform", source_type="spark") as rec:
                 state = merge_day(base, changes, t.key_columns(), shard_column=t.shard_column)
@@ -294,6 +295,46 @@ def build_ods_merge_asset(t: OdsTable, rules, grains: dict[str, str]) -> AssetsD
         )
 
     return _merge
+
+
+def day_changes(store, raw: TableRef, t: OdsTable, day: str):
+    """The day's changes of `t`, checkpointed: the landing's typed images (the merge parses no JSON) when they
+    hold every change of the day the raw binlog table holds, else the raw binlog rows (typed by the merge)."""
+    from sharp_dagster.cdc.image_tables import read_typed_images
+
+    spark = store.spark
+    raw_rows = spark.table(store.name(raw)).where(f"table_name = '{t.name}' AND dt = '{day}'")
+    typed = read_typed_images(store, t.database, t.name, day)
+    if typed is not None:
+        typed = typed.localCheckpoint(eager=True)
+        typed_count, raw_count = typed.count(), raw_rows.count()
+        if typed_count == raw_count:
+            return typed
+        log.warning(
+            "ods/%s [%s]: %d typed image rows for %d raw binlog rows: merging the raw rows",
+            t.name,
+            day,
+            typed_count,
+            raw_count,
+        )
+    return raw_rows.localCheckpoint(eager=True)
+
+
+def state_columns(store, tables) -> dict[str, list[tuple[str, str]]]:
+    """The data columns (name, Spark type) of each table's ODS state, where it exists: what the landing types
+    the table's row images by (`land(image_columns=)`)."""
+    from sharp_dagster.cdc.merge import STATE_COLUMNS
+    from sharp_dagster.cdc.project import SHARD_COLUMN
+
+    out: dict[str, list[tuple[str, str]]] = {}
+    for table in tables:
+        ref = state_ref(table.name)
+        if not store.exists(ref):
+            continue
+        skip = {*STATE_COLUMNS, "dt", *([SHARD_COLUMN] if table.shard_regex else [])}
+        schema = store.spark.table(store.name(ref)).schema
+        out[table.name] = [(f.name, f.dataType.simpleString()) for f in schema if f.name not in skip]
+    return out
 
 
 def bootstrap_state(store, t: OdsTable, snapshot_df, snapshot_seq: int | None, start: str = START) -> int:

@@ -55,7 +55,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
 
 from sharp_dagster.cdc import binlog_schema as bs
 from sharp_dagster.cdc import messages
+from sharp_dagster.cdc.image_tables import write_typed_images
 from sharp_dagster.cdc.shards import ShardRules
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import TableRef
@@ -151,6 +152,7 @@ class LandingResult:
     watermarks_ms: dict[int, int | None] = field(default_factory=dict)  # cumulative, incl. heartbeats
     low_watermark_ms: int | None = None
     quarantine_reasons: dict[str, int] = field(default_factory=dict)
+    typed_images: dict[str, int] = field(default_factory=dict)  # logical table -> typed image rows written
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -247,10 +249,13 @@ def land(
     ingest_ts_ms: int | None = None,
     timeout_s: float = 300.0,
     commit_properties: Mapping[str, str] | None = None,
+    image_columns: Mapping[str, Sequence[tuple[str, str]]] | None = None,
 ) -> LandingResult:
     """Land `topic` from `start_offsets` (missing partitions: from their first offset) up to `end_offsets`.
 
     `database` names the raw table `original_binlog.<database>`; by default the topic's suffix after `binlog.`.
+    Each logical table's changes are also written with typed images (`image_tables`), typed by its images
+    table's columns, then `image_columns[table]` (its configured schema), then its DDL and JSON values.
     """
     if shard_rules is None:
         raise ValueError("land(): shard_rules are required to fold physical table names")
@@ -316,6 +321,11 @@ def land(
         if parsed is not None:
             props = dict(commit_properties or {})
             _write_rows(table_store, database, parsed, result, props)
+            if result.touched_hours:
+                tables = sorted({table for table, _, _ in result.touched_hours})
+                result.typed_images = write_typed_images(
+                    table_store, database, parsed.unique_rows, tables, image_columns, props
+                )
             _write_quarantine(table_store, database, parsed, ingest, props)
         return result
     finally:

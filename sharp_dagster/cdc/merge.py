@@ -1,5 +1,7 @@
-"""The daily binlog merge: fold one day of raw binlog rows into the state of an ODS table, on Spark.
+"""The daily binlog merge: fold one day of binlog changes into the state of an ODS table, on Spark.
 
+The day's changes come either typed (`images.typed_images`: the landing wrote each change's images as typed
+structs, so the merge parses no JSON) or raw (the raw binlog table's JSON images, typed here by the same function).
 The state is the table's data columns plus `_binlog_seq` (the binlog position of the change that last touched the
 row) and `_is_deleted` (deleted keys stay as tombstones, so that a replayed older event cannot bring them back); the
 ODS table publishes the live rows (`published`). Everything that decides the result lives in this module:
@@ -17,10 +19,10 @@ ODS table publishes the live rows (`published`). Everything that decides the res
 - Duplicates (same `event_uid`) are the same binlog event with the same position and images: in the fold they
   tie with themselves, so they need no separate de-duplication shuffle.
 
-Plan: the day's changes are parsed once (`from_json` into strings, then cast) and folded into the delta, one row
-per key (one shuffle of the changes, by key). The delta is small next to the state, so it is broadcast and the
-state streams through a broadcast hash join without ever being shuffled; keys new to the state are the delta
-minus the state's keys (a key-only scan of the state, semi-joined against the broadcast delta keys).
+Plan: the day's changes are typed once (read from the landing's typed images, or `images.typed_images` of the
+raw JSON) and folded into the delta, one row per key (one shuffle of the changes, by key). The delta is small next
+to the state, so it is broadcast and the state streams through a broadcast hash join without ever being shuffled;
+keys new to the state are the delta minus the state's keys (a key-only scan of the state, semi-joined against the broadcast delta keys).
 `strategy="shuffle"` (or "auto" with a delta above `broadcast_max_rows`) full-outer-joins instead.
 
 A key column named `source_table` (`shards.PHYSICAL_TABLE_COLUMN`) always takes the change's physical table, with
@@ -39,35 +41,23 @@ from typing import Literal
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from sharp_dagster.cdc import images
 from sharp_dagster.cdc.binlog_schema import FILE_FACTOR, POS_FACTOR
-from sharp_dagster.cdc.schema_evolution import evolve_columns, parse_added_columns, parse_created_columns
+from sharp_dagster.cdc.schema_evolution import evolve_columns, parse_added_columns
 from sharp_dagster.cdc.shards import PHYSICAL_TABLE_COLUMN
 
 SEQ_COLUMN = "_binlog_seq"
 DELETED_COLUMN = "_is_deleted"  # not `_deleted`: Iceberg reserves that name for a metadata column
 SEQ_TYPE = "decimal(38,0)"
-ROW_OPS = ("c", "r", "u", "d")
+ROW_OPS = images.ROW_OPS
 STATE_COLUMNS = (SEQ_COLUMN, DELETED_COLUMN)
 
 Strategy = Literal["auto", "broadcast", "shuffle"]
 # Keys of a day's delta above which "auto" stops broadcasting it (the driver builds the hash table: ~150 B a key).
 BROADCAST_MAX_ROWS = 5_000_000
 
-# A row image that is not JSON is a collector bug to surface, not an image that carries no column.
-_FAIL_ON_BAD_JSON = {"mode": "FAILFAST"}
-
-_REQUIRED_CHANGE_COLUMNS = {
-    "binlog_file_seq",
-    "binlog_pos",
-    "row_idx",
-    "binlog_seq",
-    "event_uid",
-    "op",
-    "source_table",
-    "before_json",
-    "after_json",
-    "ddl_sql",
-}
+_RAW_CHANGE_COLUMNS = {*images.META_COLUMNS, "before_json", "after_json"} - {"event_ts_ms"}
+_TYPED_CHANGE_COLUMNS = {*images.META_COLUMNS, *images.IMAGE_COLUMNS} - {"event_ts_ms"}
 
 
 @dataclass(frozen=True)
@@ -242,18 +232,20 @@ def _plan(
     shard_column: str | None,
     events: DayEvents | None,
 ) -> _Plan:
-    missing = sorted(_REQUIRED_CHANGE_COLUMNS - {c.lower() for c in changes.columns})
+    typed = images.is_typed(changes)
+    missing = sorted((_TYPED_CHANGE_COLUMNS if typed else _RAW_CHANGE_COLUMNS) - set(changes.columns))
     if missing:
-        raise ValueError(
-            f"changes lack the raw binlog columns {missing} (expected binlog_schema.RAW_BINLOG_COLUMNS)"
+        expected = (
+            "typed images (images.typed_images)" if typed else "raw binlog columns (RAW_BINLOG_COLUMNS)"
         )
+        raise ValueError(f"changes lack the columns {missing} of {expected}")
     if not key_columns:
         raise ValueError("merge needs key columns (see merge_key)")
     shard_column = _physical_table_column(key_columns, shard_column)
     events = events if events is not None else table_events(changes)
     inferred = base is None and columns is None
     if inferred:
-        columns = _day_columns(changes, events)
+        columns = _day_columns(changes, events, typed)
     base_columns: list[tuple[str, str]] = []
     if base is not None:
         if SEQ_COLUMN not in base.columns:
@@ -300,65 +292,21 @@ def _physical_table_column(key_columns: Sequence[str], shard_column: str | None)
     return shard_column
 
 
-# JSON value types (as `schema_of_variant_agg` names them) -> Spark types of a first day's inferred columns.
-_JSON_TYPES = {
-    "BOOLEAN": "boolean",
-    "TINYINT": "bigint",
-    "SMALLINT": "bigint",
-    "INT": "bigint",
-    "BIGINT": "bigint",
-    "FLOAT": "double",
-    "DOUBLE": "double",
-}
-
-
-def _day_columns(changes: DataFrame, events: DayEvents) -> list[tuple[str, str]]:
-    """A first day's columns without a base or `columns`: its CREATE TABLE's, then those only its images carry.
+def _day_columns(changes: DataFrame, events: DayEvents, typed: bool) -> list[tuple[str, str]]:
+    """A first day's columns without a base or `columns`: its CREATE TABLE's, then those only its images carry
+    (the typed images' fields, or `images.image_columns` over the JSON ones: one Spark job).
 
     Columns an ALTER of the day adds are left to `evolve_columns`, which knows their type and the default that
-    rows from before the ALTER take. Image columns are typed by their JSON values over the whole day (integers
-    bigint, decimals decimal(p,s), floats double, booleans boolean; strings, nulls only, nested values or mixed
-    types string) and ordered as the widest image orders them. One Spark job over the day's row images.
+    rows from before the ALTER take.
     """
-    created: list[tuple[str, str]] = []
-    for statement in events.ddl:
-        for name, typ in parse_created_columns(statement):
-            if name.lower() not in {c.lower() for c, _ in created}:
-                created.append((name, typ))
-    skip = {c.lower() for c, _ in created}
-    skip |= {a.name.lower() for statement in events.ddl for a in parse_added_columns(statement)}
-    images = changes.where(F.col("op").isin(*ROW_OPS)).select(
-        F.explode(F.array("after_json", "before_json")).alias("j")
-    )
-    found = (
-        images.where(F.col("j").isNotNull())
-        .select("j", F.parse_json("j").cast("map<string,variant>").alias("m"))
-        .select(
-            F.posexplode(F.json_object_keys("j")).alias("pos", "k"),
-            F.size(F.json_object_keys("j")).alias("n"),
-            "m",
-        )
-        .groupBy("k")
-        .agg(
-            F.max("n").alias("n"),
-            F.max_by("pos", "n").alias("pos"),
-            F.schema_of_variant_agg(F.element_at("m", F.col("k"))).alias("t"),
-        )
-        .collect()
-    )
-    widest = max((r.n for r in found), default=0)
-    found.sort(key=lambda r: (r.n != widest, r.pos, r.k))
-    inferred = [(r.k, _spark_type_of_json(r.t)) for r in found if r.k.lower() not in skip]
-    return created + inferred
-
-
-def _spark_type_of_json(variant_type: str) -> str:
-    typ = variant_type.upper()
-    if typ in _JSON_TYPES:
-        return _JSON_TYPES[typ]
-    if typ.startswith("DECIMAL("):
-        return typ.lower().replace(" ", "")
-    return "string"
+    if typed:
+        created = images.image_columns_of_ddl(events.ddl)
+        known = {c.lower() for c, _ in created}
+        found = created + [(c, t) for c, t in images.image_fields(changes) if c.lower() not in known]
+    else:
+        found = images.image_columns(changes, events.ddl)
+    added = {a.name.lower() for statement in events.ddl for a in parse_added_columns(statement)}
+    return [(c, t) for c, t in found if c.lower() not in added]
 
 
 def _conform_base(base: DataFrame, plan: _Plan) -> DataFrame:
@@ -386,39 +334,42 @@ def _delta_key_names(plan: _Plan) -> list[str]:
     return [f"__k{i}" for i in range(len(plan.keys))]
 
 
-def _image_schema(names: Sequence[str]) -> str:
-    return ", ".join(f"`{name}` string" for name in names)
-
-
-def _exact_as_text(typ: str) -> bool:
-    """Whether a JSON number turns into text without loss for this type (Spark reads JSON floats as doubles)."""
-    typ = typ.lower().replace(" ", "")
-    if not typ.startswith("decimal"):
-        return True
-    precision = int(typ[len("decimal(") :].split(",")[0].rstrip(")")) if "(" in typ else 10
-    return precision <= 15
-
-
 def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
     """One row per (key, event): updates that change the key also tombstone the old key.
 
-    Images are read with one `from_json` into a struct of strings (the cheapest parse Spark has), then cast to
-    the column types. A null field there is either a JSON null or a column the image does not carry; only when
-    that matters (a partial update, a default) are the image's keys listed to tell them apart. Decimals wider
-    than a double's 15 digits are read through a variant instead: Spark reads JSON floats as doubles.
+    The images are typed (`images.typed_images`, as the landing writes them); raw JSON changes are typed here
+    first, by the plan's columns. A null field is either a JSON null or a column the image does not carry; only
+    when that matters (a partial update, a default) is the image's column list consulted.
     """
+    if not images.is_typed(changes):
+        changes = images.typed_images(changes.where(F.col("op").isin(*ROW_OPS)), plan.columns)
     op = F.col("op")
-    key_names = [k for k in plan.keys if not (plan.shard and k.lower() == plan.shard.lower())]
+    fields = {name.lower(): name for name, _ in images.image_fields(changes)}
+
+    def image_value(image: str, name: str) -> Column:
+        field = fields.get(name.lower())
+        return F.col(image)[field] if field is not None else F.lit(None)
+
     value_names = [name for name, _ in plan.values]
-    image = _image_schema(key_names + value_names)
-    exact_via_variant = {name for name, typ in plan.values if not _exact_as_text(typ)}
     seq = F.col("binlog_seq").cast(SEQ_TYPE)
     parts_known = (
         F.col("binlog_file_seq").isNotNull() & F.col("binlog_pos").isNotNull() & F.col("row_idx").isNotNull()
     )
+    refused = F.concat(
+        F.lit("binlog event "),
+        F.coalesce(F.col("event_uid"), F.lit("?")),
+        F.lit(" of "),
+        F.coalesce(F.col("source_table"), F.lit("?")),
+        F.lit(": values not of their column's type in "),
+        F.array_join("cast_errors", ", "),
+        F.lit(" (its JSON is in the raw binlog table)"),
+    )
     parsed = changes.where(op.isin(*ROW_OPS)).select(
         op,
-        seq.alias("seq"),
+        # A value the landing could not type stops the merge here, naming the event, instead of becoming null.
+        F.when(F.col("cast_errors").isNotNull(), F.raise_error(refused).cast(SEQ_TYPE))
+        .otherwise(seq)
+        .alias("seq"),
         # Ordering compares two longs, (file, position * 10^6 + row), instead of a 38-digit decimal: the parts
         # binlog_seq packs (binlog_schema.binlog_seq), or binlog_seq itself split when a part is missing.
         F.when(parts_known, F.col("binlog_file_seq"))
@@ -430,16 +381,10 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
         # Ties only break on it: a 64-bit hash of the event's identity keeps the shuffled rows small.
         F.xxhash64("event_uid").alias("uid"),
         F.col("source_table").alias("src"),
-        F.col("after_json"),
-        F.col("before_json"),
-        F.from_json("after_json", image, _FAIL_ON_BAD_JSON).alias("a"),
-        # Only tables with wide decimals pay for a second, exact parse of the after image.
-        (F.parse_json("after_json") if exact_via_variant else F.lit(None)).alias("av"),
-        # The before image names the key of updates and deletes; the rest of it only matters when the key changes.
-        F.when(
-            op.isin("u", "d"),
-            F.from_json("before_json", _image_schema(key_names) or "`_` string", _FAIL_ON_BAD_JSON),
-        ).alias("bk"),
+        "after",
+        "before",
+        "after_cols",
+        "before_cols",
     )
 
     new_key, old_key = [], []
@@ -449,26 +394,21 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
             old_key += [F.col("src")]
             continue
         typ = plan.type_of(name)
-        after_v, before_v = F.col("a")[name], F.col("bk")[name]
+        # The before image names the key of updates and deletes (an insert has none).
+        after_v, before_v = image_value("after", name), image_value("before", name)
         new_key.append(F.coalesce(after_v, before_v).cast(typ))
         old_key.append(F.coalesce(before_v, after_v).cast(typ))
-    fields = parsed.select(
+    fields_of_event = parsed.select(
         "op",
         "seq",
         "hi",
         "lo",
         "uid",
         "src",
-        "after_json",
-        "before_json",
-        *[
-            (
-                F.variant_get(F.col("av"), _path(name), "string")
-                if name in exact_via_variant
-                else F.col("a")[name]
-            ).alias(f"a{j}")
-            for j, name in enumerate(value_names)
-        ],
+        "before",
+        "before_cols",
+        "after_cols",
+        *[image_value("after", name).alias(f"a{j}") for j, name in enumerate(value_names)],
         *[k.alias(f"nk{i}") for i, k in enumerate(new_key)],
         *[k.alias(f"ok{i}") for i, k in enumerate(old_key)],
     )
@@ -479,10 +419,14 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
     any_null = F.lit(False)
     for j in range(len(value_names)):
         any_null = any_null | F.col(f"a{j}").isNull()
-    # Which columns the after image carries: listed only when a field came out null and presence matters.
+    # Which columns the after image carries: consulted only when a field is null and presence matters.
     listing_needed = (op == "u") | (op.isin("c", "r") & F.lit(bool(plan.defaults)))
-    after_keys = F.when(listing_needed & any_null, F.json_object_keys("after_json"))
-    staged = fields.select("*", key_changed.alias("kc"), after_keys.alias("after_keys"))
+    after_keys = F.when(listing_needed & any_null, F.col("after_cols"))
+    staged = fields_of_event.select(
+        *[c for c in fields_of_event.columns if c != "after_cols"],
+        key_changed.alias("kc"),
+        after_keys.alias("after_keys"),
+    )
 
     def carried_after(j: int, name: str) -> Column:
         return F.col(f"a{j}").isNotNull() | F.coalesce(F.array_contains("after_keys", name), F.lit(False))
@@ -490,11 +434,8 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
     def before_value(name: str, typ: str) -> Column:
         # Only for key-changing updates (rare): the new row takes the columns the after image lacks from the
         # before image, else the column default.
-        listed = F.coalesce(F.array_contains(F.json_object_keys("before_json"), name), F.lit(False))
-        raw = F.get_json_object("before_json", _path(name))
-        if name in exact_via_variant:
-            raw = F.variant_get(F.parse_json("before_json"), _path(name), "string")
-        return F.when(listed, raw.cast(typ)).otherwise(_default(plan, name, typ))
+        listed = F.coalesce(F.array_contains("before_cols", name), F.lit(False))
+        return F.when(listed, image_value("before", name).cast(typ)).otherwise(_default(plan, name, typ))
 
     kc, tomb_keys = F.col("kc"), [f"ok{i}" for i in range(len(plan.keys))]
     main = [
@@ -551,12 +492,6 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
             )
         ],
     )
-
-
-def _path(name: str) -> str:
-    if "'" in name or "\\" in name:
-        raise ValueError(f"column name not supported in a binlog image path: {name!r}")
-    return f"$['{name}']"
 
 
 def _delta(changes: DataFrame, plan: _Plan) -> DataFrame:

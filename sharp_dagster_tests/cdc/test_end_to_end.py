@@ -40,9 +40,11 @@ import yaml
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from sharp_dagster.assets.cdc_assets import state_columns
 from sharp_dagster.cdc import binlog_schema as bs
 from sharp_dagster.cdc.collector import Collector, CollectStats, FileStateStore
 from sharp_dagster.cdc.config import PASSWORD_ENV, MysqlSettings, SourceConfig, source_config_from_dict
+from sharp_dagster.cdc.image_tables import read_typed_images
 from sharp_dagster.cdc.landing import (
     LandingResult,
     day_complete,
@@ -458,6 +460,8 @@ class Pipeline:
             self.rules,
             database=SOURCE_DB,
             prior_watermarks=self.log.watermarks,
+            # Typed as the landing asset types them: by the ODS states' columns (`cdc_assets.state_columns`).
+            image_columns=state_columns(self.store, self.source_config.databases[0].tables),
         )
         known = [x for x in (self.log.first_event_ts_ms, result.min_event_ts_ms) if x is not None]
         first = min(known) if known else None
@@ -491,11 +495,15 @@ class Pipeline:
         return df.select("event_uid", "event_ts_ms", "op", "table_name", "dt", "hour").collect()
 
     def changes(self, table: str, day: str) -> DataFrame:
-        """The raw binlog rows of one logical table and day, as the daily merge reads them."""
+        """The changes of one logical table and day as the daily merge reads them: the landing's typed images,
+        which hold every raw binlog row of the day (the raw rows are the merge's input only without them)."""
         parts = self.raw_partitions(day, table)
         if not parts:
             return self.spark.createDataFrame([], bs.raw_binlog_ddl_schema())
-        return self.store.read_partitions(raw_table_ref(SOURCE_DB), parts)
+        raw = self.store.read_partitions(raw_table_ref(SOURCE_DB), parts)
+        typed = read_typed_images(self.store, SOURCE_DB, table, day)
+        assert typed is not None and typed.count() == raw.count(), f"{table} {day}: typed images incomplete"
+        return typed
 
     # ------------------------------------------------------------------ merge
     def read_partition(self, ref: TableRef, day: str) -> DataFrame:
