@@ -10,7 +10,8 @@ own:
   driver, every row gathered into a Python list, then `createDataFrame` per partition); copied below from the
   project's history as the baseline, nothing else uses it;
 - `spark_landing`: `sharp_dagster.cdc.landing.land` (Spark's Kafka source, the parser on the executors over Arrow
-  batches with `mapInArrow`, aggregates collected).
+  batches with `mapInArrow`, aggregates collected), which also writes each table's typed images; their share is
+  timed alone afterwards (`typed_images_alone`: the same landed rows into a fresh warehouse).
 
 Both must land the same rows and quarantine the same records. Reported: seconds and messages per second of each,
 and the ratio.
@@ -29,6 +30,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -38,6 +40,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from sharp_dagster.cdc import binlog_schema as bs  # noqa: E402
 from sharp_dagster.cdc import landing  # noqa: E402
 from sharp_dagster.cdc.collector import ensure_topic  # noqa: E402
+from sharp_dagster.cdc.image_tables import write_typed_images  # noqa: E402
 from sharp_dagster.cdc.messages import BinlogMessage, Heartbeat, Quarantined, encode, parse_message  # noqa: E402
 from sharp_dagster.cdc.shards import ShardRules  # noqa: E402
 
@@ -211,7 +214,7 @@ def _old_write_rows(spark, store, database, rows, result):
             [tuple(r[c] for c in landing.DATA_COLUMNS) for r in batch], schema, verifySchema=False
         )
         if store.has_partition(ref, values):
-            existing = landing._read_partition(spark, store, ref, values, schema)
+            existing = store.read_partitions(ref, [values]).drop(*bs.RAW_BINLOG_PARTITION_COLUMNS)
             fresh = new_df.join(existing.select("event_uid"), "event_uid", "left_anti").select(
                 *landing.DATA_COLUMNS
             )
@@ -255,8 +258,15 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["SHARP_DATA_DIR"] = str(work / "data")
     os.environ.setdefault("SHARP_SPARK_MASTER", "local[2]")
     from sharp_dagster.servers.broker import LocalBroker
+    from sharp_dagster.spark.iceberg import warehouse_tables
     from sharp_dagster.spark.session import build_spark_session
-    from sharp_dagster.spark.tables import TableStore
+
+    def fresh_store(spark, folder: Path):  # a fresh warehouse of its own, its catalog beside it
+        folder.mkdir(parents=True, exist_ok=True)
+        settings = SimpleNamespace(
+            warehouse_dir=folder / "warehouse", log_db_url=f"sqlite:///{folder / 'log.db'}"
+        )
+        return warehouse_tables(spark, settings)
 
     broker = LocalBroker(base_dir=work / "kafka").start()
     try:
@@ -279,16 +289,16 @@ def main(argv: list[str] | None = None) -> int:
             ),
         }
         for name, run in runs.items():  # warm-up: JIT, Python workers, first writes
-            run(TableStore(spark, work / f"warm_{name}"), warm_topic)
+            run(fresh_store(spark, work / f"warm_{name}"), warm_topic)
         out: dict = {
             "messages": n,
             "kafka_partitions": PARTITIONS,
             "spark_cores": cores,
             "produce_s": round(produce_s, 1),
         }
-        results = {}
+        results, stores = {}, {}
         for name, run in runs.items():
-            store = TableStore(spark, work / name)
+            store = stores[name] = fresh_store(spark, work / name)
             t0 = time.monotonic()
             result = run(store, topic)
             seconds = time.monotonic() - t0
@@ -304,6 +314,24 @@ def main(argv: list[str] | None = None) -> int:
                 "written_partitions": len(result.written_partitions),
             }
             print(name, out[name], flush=True)
+        # The typed images (`image_tables`) are part of `spark_landing`: their share, timed alone over the same
+        # landed rows into a fresh warehouse (JSON columns typed by their values, one commit per table).
+        landed_store = stores["spark_landing"]
+        raw = landed_store.spark.table(landed_store.name(landing.raw_table_ref(DB))).localCheckpoint(
+            eager=True
+        )
+        tables = sorted({t for t, _, _ in results["spark_landing"].touched_hours})
+        images_store = fresh_store(spark, work / "images_only")
+        t0 = time.monotonic()
+        written = write_typed_images(images_store, DB, raw, tables)
+        out["typed_images_alone"] = {
+            "seconds": round(time.monotonic() - t0, 2),
+            "rows": sum(written.values()),
+            "tables": len(written),
+        }
+        out["typed_images_share_of_spark_landing"] = round(
+            out["typed_images_alone"]["seconds"] / out["spark_landing"]["seconds"], 2
+        )
         old, new = results["old_driver_loop"], results["spark_landing"]
         same = (
             "read",

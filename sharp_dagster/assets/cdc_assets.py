@@ -299,7 +299,8 @@ def build_ods_merge_asset(t: OdsTable, rules, grains: dict[str, str]) -> AssetsD
 
 def day_changes(store, raw: TableRef, t: OdsTable, day: str):
     """The day's changes of `t`, checkpointed: the landing's typed images (the merge parses no JSON) when they
-    hold every change of the day the raw binlog table holds, else the raw binlog rows (typed by the merge)."""
+    hold every change of the day the raw binlog table holds, each value of its type; else the raw binlog rows
+    (typed by the merge, by the state's columns)."""
     from sharp_dagster.cdc.image_tables import read_typed_images
 
     spark = store.spark
@@ -307,14 +308,19 @@ def day_changes(store, raw: TableRef, t: OdsTable, day: str):
     typed = read_typed_images(store, t.database, t.name, day)
     if typed is not None:
         typed = typed.localCheckpoint(eager=True)
-        typed_count, raw_count = typed.count(), raw_rows.count()
-        if typed_count == raw_count:
+        typed_count, misfits = typed.selectExpr("count(*)", "count_if(cast_errors IS NOT NULL)").first()
+        raw_count = raw_rows.count()
+        if typed_count == raw_count and not misfits:
             return typed
+        # Images the landing could not type by its images table's types (a value that does not fit) are merged
+        # from their JSON, typed by the state's own columns; a value that fits those neither stops the merge.
         log.warning(
-            "ods/%s [%s]: %d typed image rows for %d raw binlog rows: merging the raw rows",
+            "ods/%s [%s]: %d typed image rows (%d with values not of their type) for %d raw binlog rows: "
+            "merging the raw rows",
             t.name,
             day,
             typed_count,
+            misfits,
             raw_count,
         )
     return raw_rows.localCheckpoint(eager=True)

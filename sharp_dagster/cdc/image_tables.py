@@ -8,8 +8,10 @@ The images' types, per table, in this order of precedence:
 1. the images table's own `after` fields, once it exists (a later hour never changes a column's type);
 2. the table's configured schema (`known`: the ODS state's columns, passed by the caller);
 3. the columns CREATE TABLE / ALTER TABLE ... ADD of the landed hours declare, with their types;
-4. the columns only the images carry, typed by their JSON values (one Spark job for every table of the landing;
-   decimals as decimal(38, 18) at least, since later hours' values may be wider than the first ones').
+4. for a table with none of these yet, the columns its images carry, typed by their JSON values (one Spark job
+   for every such table of the landing; decimals as decimal(38, 18) at least, since later hours' values may be
+   wider than the first ones'). A table with a schema needs no such job: a column neither its schema nor its DDL
+   has is not a column of the ODS table (the merge keeps the state's columns and those the DDL adds).
 Canal's `mysqlType` is not used: it carries no decimal precision or scale (`decimal` alone), so it would type
 amounts less exactly than the table's schema.
 
@@ -51,28 +53,49 @@ def write_typed_images(
     raw rows were written but not its images writes the images on its re-run."""
     known = known or {}
     ddl = _ddl_by_table(rows)
-    found = images.json_columns_by_table(rows, by="table_name")
-    written: dict[str, int] = {}
+    current = {t: _current_fields(store, database, t) for t in tables}
+    days: dict[str, list[str]] = {}
+    for r in rows.select("table_name", "dt").distinct().collect():
+        days.setdefault(r.table_name, []).append(r.dt)
+    # The JSON values type only the tables with no schema yet: with one, a column neither it nor the DDL has is
+    # not a column of the ODS table (the merge keeps the state's columns and those the DDL adds).
+    unknown = [t for t in tables if not current[t] and not known.get(t)]
+    found = (
+        images.json_columns_by_table(rows.where(F.col("table_name").isin(unknown)), by="table_name")
+        if unknown
+        else {}
+    )
+    plans = {}
     for table in sorted(tables):
-        ref = images_table_ref(database, table)
-        exists = store.exists(ref)
-        current = images.image_fields(store.spark.table(store.name(ref))) if exists else []
         columns = images.image_columns(
             None,
             ddl.get(table, ()),
-            known=_union(current, known.get(table, ())),
+            known=_union(current[table], known.get(table, ())),
             found=[(c, _wide(t)) for c, t in found.get(table, [])],
         )
-        if not columns:  # only DDL and truncates, with no schema to type by yet: they stay in the raw table
-            continue
+        if columns:  # else only DDL and truncates with no schema to type by yet: they stay in the raw table
+            plans[table] = columns
+
+    def write(table: str) -> int:
+        ref = images_table_ref(database, table)
         mine = rows.where(F.col("table_name") == table)
-        typed = images.typed_images(mine, columns)
-        if exists:
-            days = [r.dt for r in mine.select("dt").distinct().collect()]
-            kept = store.spark.table(store.name(ref)).where(F.col("dt").isin(days)).select("event_uid")
+        typed = images.typed_images(mine, plans[table])
+        if current[table]:
+            kept = (
+                store.spark.table(store.name(ref))
+                .where(F.col("dt").isin(days.get(table, [])))
+                .select("event_uid")
+            )
             typed = typed.join(kept, "event_uid", "left_anti").select(*typed.columns)
-        written[table] = store.append(ref, typed.drop("table_name"), properties=properties)
-    return written
+        return store.append(ref, typed.drop("table_name"), properties=properties)
+
+    # One commit per table, one after the other: the catalog may be a SQLite file, which takes one writer.
+    return {table: write(table) for table in plans}
+
+
+def _current_fields(store: IcebergTables, database: str, table: str) -> list[tuple[str, str]]:
+    ref = images_table_ref(database, table)
+    return images.image_fields(store.spark.table(store.name(ref))) if store.exists(ref) else []
 
 
 def read_typed_images(store: IcebergTables, database: str, table: str, day: str) -> DataFrame | None:

@@ -9,8 +9,9 @@ columns and parses no JSON:
   give the same typed field: every value is read as its JSON text, then cast.
 - `after_cols` / `before_cols`: the columns each image carries. A null field is a JSON null when its column is
   listed, else a column the image does not carry (a partial update leaves it alone).
-- `cast_errors`: the columns whose value is not of the column's type (null when all are). The landing never
-  fails on a value (it would stall the topic at that offset); the merge refuses the event, naming it.
+- `cast_errors`: the columns whose value is not of the column's type, or that a too narrow decimal would round
+  (null when none). The landing never fails on a value (it would stall the topic at that offset); the merge
+  refuses the event, naming it.
 
 Decimals wider than a double's 15 digits are read through a variant: Spark reads JSON numbers with a fraction as
 doubles, which would round them.
@@ -99,7 +100,11 @@ def typed_images(changes: DataFrame, columns: Sequence[tuple[str, str]]) -> Data
             raw = text(image, name)
             value = raw if typ == "string" else raw.try_cast(typ)
             fields.append(value.alias(name))
-            if typ != "string":
+            if typ.startswith("decimal"):
+                # A decimal too narrow for the value rounds it: that loss is an error too, not a silent change.
+                unrounded = raw.try_cast(f"decimal(38,{max(18, _scale(typ))})")
+                errors.append(F.when(raw.isNotNull() & (value.isNull() | (unrounded != value)), F.lit(name)))
+            elif typ != "string":
                 errors.append(F.when(raw.isNotNull() & value.isNull(), F.lit(name)))
     failed = (
         F.filter(F.array(*errors), lambda e: e.isNotNull()) if errors else F.array().cast("array<string>")
@@ -208,6 +213,11 @@ def _exact_as_text(typ: str) -> bool:
         return True
     precision = int(typ[len("decimal(") :].split(",")[0].rstrip(")")) if "(" in typ else 10
     return precision <= 15
+
+
+def _scale(typ: str) -> int:
+    typ = typ.lower().replace(" ", "")
+    return int(typ.rstrip(")").split(",")[1]) if "," in typ else 0
 
 
 def _quoted(name: str) -> str:
