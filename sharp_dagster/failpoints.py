@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from contextlib import AbstractContextManager, nullcontext
 
 ENV = "SHARP_FAILPOINTS"
 POINTS = ("after_claim", "mid_write", "after_audit", "after_publish")
@@ -41,8 +42,11 @@ def armed() -> dict[str, str]:
     return out
 
 
-def failpoint(name: str) -> None:
-    """Act at point `name` when it is armed; otherwise do nothing."""
+def failpoint(name: str, quiet: AbstractContextManager[object] | None = None) -> None:
+    """Act at point `name` when it is armed; otherwise do nothing.
+
+    `quiet`: held while the process is frozen by `stop` (the claim's `Heartbeat.between_beats`), so it freezes
+    between two transactions of its background threads, never inside one."""
     if ENV not in os.environ:
         return
     action = armed().get(name)
@@ -51,7 +55,8 @@ def failpoint(name: str) -> None:
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif action == "stop":
-        os.kill(os.getpid(), signal.SIGSTOP)
+        with quiet or nullcontext():
+            os.kill(os.getpid(), signal.SIGSTOP)
     elif action == "raise":
         raise FailpointError(f"fail point {name}")
     else:

@@ -160,7 +160,7 @@ class PartitionRun:
         except BaseException as exc:
             run.fail(exc)
             raise
-        failpoint("after_claim")
+        failpoint("after_claim", quiet=run._beat.between_beats())
         return run
 
     def _check_upstreams(self, period: Period) -> None:
@@ -259,7 +259,7 @@ class PartitionRun:
     def publish(self) -> None:
         """Fence, then put every staged partition on `main`, then SUCCESS. Raises Failure (FAILURE recorded) when
         the claim was lost or the table changed under a stale run; nothing of this run is then published."""
-        failpoint("after_audit")
+        failpoint("after_audit", quiet=self._beat.between_beats())
         with self.step("publish", target_type="iceberg") as rec:
             try:
                 self.job_log.assert_current(self.handle)
@@ -276,7 +276,7 @@ class PartitionRun:
                 self.staged.remove(staged)
                 rec.info(f"published {staged.ref.qualified} {staged.values_dict} as snapshot {snapshot}")
                 rec.target_count = (rec.target_count or 0) + staged.row_count
-        failpoint("after_publish")
+        failpoint("after_publish", quiet=self._beat.between_beats())
         self.succeed()
 
     def _label(self) -> str:
@@ -343,8 +343,8 @@ def claimed_range(
     except ClaimRefused as exc:
         raise Failure(description=scrub_text(f"duplicate run refused: {exc}")) from None
     try:
-        with jl.heartbeating(handle, heartbeat_interval_s()):
-            failpoint("after_claim")
+        with jl.heartbeating(handle, heartbeat_interval_s()) as beat:
+            failpoint("after_claim", quiet=beat.between_beats())
             yield handle
         jl.finish(handle, SUCCESS)
     except BaseException as exc:

@@ -373,6 +373,7 @@ class Heartbeat:
         self._handle = handle
         self._interval = interval_s
         self._stop = threading.Event()
+        self._beating = threading.Lock()  # held for each beat's transaction (see `between_beats`)
         self._thread = threading.Thread(
             target=self._loop, name=f"heartbeat-{handle.job_schedule_id}", daemon=True
         )
@@ -385,7 +386,8 @@ class Heartbeat:
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                self._job_log.heartbeat(self._handle)
+                with self._beating:
+                    self._job_log.heartbeat(self._handle)
                 self.beats += 1
             except ClaimLost as exc:
                 self._handle.lost = str(exc)
@@ -393,6 +395,14 @@ class Heartbeat:
                 return
             except Exception as exc:  # a database blip must not kill the run; the next beat retries
                 log.warning("heartbeat of %s failed: %s", self._handle.job_schedule_id, scrub_text(str(exc)))
+
+    def between_beats(self) -> threading.Lock:
+        """A context manager that waits for a beat in flight to commit and holds the next one back.
+
+        A fail point that freezes the process (SIGSTOP) takes it first: frozen inside a beat's transaction, the
+        process would keep SQLite's write lock, and every other writer of the job log would wait on it.
+        """
+        return self._beating
 
     def stop(self) -> None:
         self._stop.set()
