@@ -140,15 +140,6 @@ def world(request, worlds, monkeypatch) -> World:
 
 
 @pytest.fixture()
-def sqlite_world(worlds, monkeypatch) -> World:
-    from sharp_dagster_tests.faults.harness import STALE_S
-
-    w = worlds("sqlite").enter(monkeypatch)
-    monkeypatch.setenv("SHARP_CLAIM_TIMEOUT_S", f"{STALE_S:g}")
-    return w
-
-
-@pytest.fixture()
 def pg_world(worlds, monkeypatch) -> World:
     from sharp_dagster_tests.faults.harness import STALE_S
 

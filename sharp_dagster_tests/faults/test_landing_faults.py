@@ -47,10 +47,10 @@ def _landed_raw(world, day: str) -> list[tuple[str, int]]:
     return sorted((r.source_table, int(r.binlog_pos)) for r in rows)
 
 
-def test_broker_restarted_mid_landing(sqlite_world, monkeypatch):
+def test_broker_restarted_mid_landing(world, monkeypatch):
     from sharp_dagster.cdc import landing
 
-    world, day = sqlite_world, D4
+    day = D4
     before = len(_landings(world))
     read = landing._read
     ends: list[dict] = []
@@ -120,12 +120,12 @@ def _poison(world) -> dict[str, bytes]:
     }
 
 
-def test_poison_messages_are_quarantined_and_the_landing_goes_on(sqlite_world):
+def test_poison_messages_are_quarantined_and_the_landing_goes_on(world):
     from confluent_kafka import Producer
 
     from sharp_dagster.cdc.landing import quarantine_table_ref
 
-    world, day = sqlite_world, D5
+    day = D5
     before = len(_landings(world))
     offsets: dict[str, int] = {}
     producer = Producer({"bootstrap.servers": world.feed.bootstrap})
