@@ -33,8 +33,9 @@ from pathlib import Path
 from sqlalchemy import delete, event, text
 
 from sharp_dagster.joblog.models import job_success_span
-from sharp_dagster.joblog.planner import OutOfOrder, PeriodSpec, check_ordered, pending_queue
+from sharp_dagster.joblog.planner import OutOfOrder, check_ordered, pending_queue
 from sharp_dagster.joblog.store import JobLog
+from sharp_dagster.periods import PeriodSpec
 
 ASSET = "dwd/big_events"
 OTHER_ASSETS = [f"ods/other_{i}" for i in range(5)]

@@ -76,7 +76,7 @@ from sharp_dagster.logdriven import (
     alert_attempt_failure,
     job_log_or_fail,
 )
-from sharp_dagster.partitions import partition_values
+from sharp_dagster.periods import partition_values
 from sharp_dagster.spark.iceberg import (
     STAGE_PREFIX,
     IcebergTables,

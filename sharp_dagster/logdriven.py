@@ -14,13 +14,10 @@ from typing import Any
 from dagster import Failure
 
 from sharp_dagster.db import BadDatabaseUrl, DatabaseUnavailable
-from sharp_dagster.joblog import (
-    JobHandle,
-    JobLog,
-    PeriodSpec,
-)
+from sharp_dagster.joblog import JobHandle, JobLog
 from sharp_dagster.joblog.planner import UpstreamRead
 from sharp_dagster.joblog.redact import scrub_text
+from sharp_dagster.periods import PeriodSpec
 from sharp_dagster.settings import Settings
 
 log = logging.getLogger("sharp_dagster.logdriven")

@@ -10,8 +10,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from sharp_dagster.joblog.planner import Period
 from sharp_dagster.logdriven import REFRESH_TAG
+from sharp_dagster.periods import Period
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 

@@ -1,12 +1,11 @@
-"""Time-window partitions shared by every asset of a grain, and the mapping from a key to partition columns."""
+"""Dagster's time-window partitions: one definition per (grain, start), shared by every asset of a grain. What a
+key means (its window, its partition columns) is `sharp_dagster.periods`."""
 
 from __future__ import annotations
 
 from functools import cache
 
 from dagster import DailyPartitionsDefinition, HourlyPartitionsDefinition, TimeWindowPartitionsDefinition
-
-PARTITION_COLUMNS = {"daily": ("dt",), "hourly": ("dt", "hour")}
 
 
 @cache
@@ -25,13 +24,3 @@ def grain_of(partitions_def) -> str:
     if isinstance(partitions_def, DailyPartitionsDefinition):
         return "daily"
     raise ValueError(f"unsupported partitions definition {partitions_def!r}")
-
-
-def partition_values(key: str, grain: str) -> dict[str, str]:
-    """`2024-01-02` -> {dt}; `2024-01-02-05:00` -> {dt, hour}."""
-    if grain == "daily":
-        return {"dt": key}
-    if grain == "hourly":
-        day, _, hour = key.rpartition("-")
-        return {"dt": day, "hour": hour[:2]}
-    raise ValueError(f"unknown grain {grain!r}")

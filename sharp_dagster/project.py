@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sharp_dagster.joblog.planner import PeriodSpec
+from sharp_dagster.periods import PeriodSpec
 
 
 def log_driven_assets() -> dict[str, PeriodSpec]:

@@ -36,10 +36,10 @@ from dagster import (
 
 from sharp_dagster.assets import quality
 from sharp_dagster.cdc.project import START, OdsTable, bootstrap_day
-from sharp_dagster.joblog import PeriodSpec
 from sharp_dagster.lifecycle import claimed_range, materialize_partitions
 from sharp_dagster.logdriven import LogDrivenAsset, job_log_or_fail
 from sharp_dagster.partitions import partitions_for
+from sharp_dagster.periods import PeriodSpec
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
 
 KAFKA_ENV = "SHARP_KAFKA_BOOTSTRAP"

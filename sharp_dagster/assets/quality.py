@@ -24,7 +24,7 @@ from sharp_dagster.spark.iceberg import IcebergTables, StagedPartition
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.warehouse.catalog import WarehouseCatalog, WarehouseDefinitionError
 from sharp_dagster.warehouse.dependencies import TableDeps
-from sharp_dagster.warehouse.variables import Window
+from sharp_dagster.warehouse.variables import window_variables
 
 
 def output_columns(deps: TableDeps, qualified: str) -> dict[str, str]:
@@ -74,7 +74,7 @@ def check_specs(asset_key_path: list[str], rules: list[Rule], partitions_def) ->
 
 def _register_other_tables(store: IcebergTables, rules: list[Rule], grains: Mapping[str, str]) -> None:
     """Tables that referential/reconciliation rules compare with must be resolvable in the session."""
-    from sharp_dagster.partitions import PARTITION_COLUMNS
+    from sharp_dagster.periods import PARTITION_COLUMNS
 
     for rule in rules:
         for other in (rule.params.get("other"), *rule.reads):  # `reads:` of custom_sql rules too
@@ -96,8 +96,7 @@ def evaluate(
     from sharp_dagster.dqc.store import DqcStore
 
     key = run.handle.partition_key
-    window = Window.from_partition_key(key, grain)
-    variables = window.variables()
+    variables = window_variables(key, grain)
     ctx = RuleContext(
         partition_key=key,
         dt=variables["dt"],

@@ -10,7 +10,7 @@ one publish lifecycle (`sharp_dagster.lifecycle`): staged, audited, fenced, publ
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from dagster import (
     AssetDep,
@@ -25,15 +25,14 @@ from dagster import (
 )
 
 from sharp_dagster.assets import lineage_runtime, quality
-from sharp_dagster.joblog import PeriodSpec
 from sharp_dagster.joblog.planner import UpstreamRead
 from sharp_dagster.joblog.redact import scrub_text
 from sharp_dagster.lifecycle import PartitionRun, materialize_partitions
 from sharp_dagster.logdriven import LogDrivenAsset
-from sharp_dagster.partitions import partition_values, partitions_for
+from sharp_dagster.partitions import partitions_for
+from sharp_dagster.periods import PeriodSpec, keys_in_window, partition_values, period_of_key
 from sharp_dagster.resources.io_manager import table_ref_for
 from sharp_dagster.warehouse.catalog import SqlTable, WarehouseCatalog
-from sharp_dagster.warehouse.variables import Window
 
 _UPSTREAMS: dict[str, tuple[str, ...]] = {}
 
@@ -158,16 +157,8 @@ def log_driven_spec(table: SqlTable, grains: dict[str, str], starts: dict[str, s
 def upstream_keys(table: SqlTable, upstream: str, key: str, grains: dict[str, str]) -> list[str]:
     """The upstream partition keys one partition reads: the same window (all its hours for an hourly upstream
     of a daily table), plus `@lookback` earlier partitions."""
-    window = Window.from_partition_key(key, table.grain)
     up_grain = grains.get(upstream, table.grain)
-    step = timedelta(days=1) if up_grain == "daily" else timedelta(hours=1)
-    start = window.start - step * table.lookback.get(upstream, 0)
-    fmt = "%Y-%m-%d" if up_grain == "daily" else "%Y-%m-%d-%H:%M"
-    keys, cursor = [], start
-    while cursor < window.end:
-        keys.append(cursor.strftime(fmt))
-        cursor += step
-    return keys
+    return keys_in_window(period_of_key(key, table.grain), up_grain, table.lookback.get(upstream, 0))
 
 
 def external_asset_specs(catalog: WarehouseCatalog, names: list[str]) -> list[AssetSpec]:

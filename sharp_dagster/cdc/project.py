@@ -79,7 +79,7 @@ def bootstrap_day(start: str = START) -> str:
 
 
 def cdc_period_specs() -> dict:
-    from sharp_dagster.joblog.planner import PeriodSpec
+    from sharp_dagster.periods import PeriodSpec
 
     specs = {t.asset_key_str: PeriodSpec("daily", datetime.fromisoformat(START)) for t in ods_tables()}
     for _, db, _ in landing_assets():

@@ -17,8 +17,8 @@ from sharp_dagster.cli import CliError
 # The job log's engine (SQLAlchemy, Alembic) is imported inside the commands: building the CLI's parser, which
 # every `sharp-dagster` call does, must not pay for it.
 if TYPE_CHECKING:
-    from sharp_dagster.joblog.planner import Period, PeriodSpec
     from sharp_dagster.joblog.store import JobLog, JobRun
+    from sharp_dagster.periods import Period, PeriodSpec
 
 _ASSET_KEY = re.compile(r"^[A-Za-z0-9_\-]+(/[A-Za-z0-9_\-]+)+$")
 

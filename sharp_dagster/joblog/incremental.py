@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from sharp_dagster.joblog.models import AUTO_INC_ID, KAFKA_OFFSET
-from sharp_dagster.joblog.planner import Period, PeriodSpec, pending_queue
+from sharp_dagster.joblog.planner import pending_queue
 from sharp_dagster.joblog.store import JobLog
+from sharp_dagster.periods import Period, PeriodSpec
 
 ID_WIDTH = 20
 EARLIEST = "earliest"

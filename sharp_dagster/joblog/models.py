@@ -41,6 +41,7 @@ from sqlalchemy import (
 )
 
 from sharp_dagster.db import metadata
+from sharp_dagster.periods import TIMEWINDOW
 
 # Status values written to job_log.status and step_log.status.
 RUNNING = "RUNNING"
@@ -53,7 +54,6 @@ DONE_STATUSES = frozenset({SUCCESS, SKIPPED})
 FINAL_STATUSES = frozenset({SUCCESS, FAILURE, SKIPPED})
 
 # Incremental modes (job_log.incremental_type).
-TIMEWINDOW = "timewindow"
 AUTO_INC_ID = "auto_inc_id"
 KAFKA_OFFSET = "kafka_offset"
 INCREMENTAL_TYPES = (TIMEWINDOW, AUTO_INC_ID, KAFKA_OFFSET)

@@ -17,44 +17,18 @@ partitions of a UTC partitions definition.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 
-from sharp_dagster.joblog.models import DONE_STATUSES, RUNNING, TIMEWINDOW
-from sharp_dagster.joblog.store import Attempt, JobLog, utcnow
-
-WINDOW_FORMAT = "%Y%m%d%H%M%S"
-GRAINS: dict[str, timedelta] = {"daily": timedelta(days=1), "hourly": timedelta(hours=1)}
-_KEY_FORMATS = {"daily": "%Y-%m-%d", "hourly": "%Y-%m-%d-%H:%M"}
-
-
-def format_window_bound(ts: datetime) -> str:
-    """A time-window bound as stored in job_log: fixed-width 'yyyyMMddHHmmss' (UTC)."""
-    ts = _naive_utc(ts)
-    # Hand-formatted: the planner formats thousands of bounds per call and strftime is several times slower.
-    return f"{ts.year:04d}{ts.month:02d}{ts.day:02d}{ts.hour:02d}{ts.minute:02d}{ts.second:02d}"
-
-
-def parse_window_bound(text: str) -> datetime:
-    try:
-        if len(text) != 14 or not text.isdigit():
-            raise ValueError
-        return datetime(
-            int(text[0:4]),
-            int(text[4:6]),
-            int(text[6:8]),
-            int(text[8:10]),
-            int(text[10:12]),
-            int(text[12:14]),
-        )
-    except ValueError:
-        raise ValueError(f"not a time-window bound (yyyyMMddHHmmss): {text!r}") from None
-
-
-def _naive_utc(ts: datetime) -> datetime:
-    if ts.tzinfo is not None:
-        ts = ts.astimezone(UTC).replace(tzinfo=None)
-    return ts
+from sharp_dagster.joblog.models import DONE_STATUSES, RUNNING
+from sharp_dagster.joblog.store import JobLog, utcnow
+from sharp_dagster.periods import (
+    Period,
+    PeriodSpec,
+    format_window_bound,
+    naive_utc,
+    parse_window_bound,
+)
 
 
 class OutOfOrder(RuntimeError):
@@ -63,154 +37,6 @@ class OutOfOrder(RuntimeError):
     def __init__(self, message: str, *, blocking: Period):
         super().__init__(message)
         self.blocking = blocking
-
-
-@dataclass(frozen=True, order=True)
-class Period:
-    """One time window [start, end) of an asset; `last_*` describe its latest attempt (None: never run)."""
-
-    start: datetime
-    end: datetime
-    grain: str = field(compare=False)
-    last_status: str | None = field(default=None, compare=False)
-    last_run_id: str | None = field(default=None, compare=False)
-    last_job_id: str | None = field(default=None, compare=False)
-
-    incremental_type = TIMEWINDOW
-
-    @property
-    def partition_key(self) -> str:
-        return self.start.strftime(_KEY_FORMATS[self.grain])
-
-    @property
-    def range_start(self) -> str:
-        return format_window_bound(self.start)
-
-    @property
-    def range_end(self) -> str:
-        return format_window_bound(self.end)
-
-    @property
-    def period_minutes(self) -> int:
-        return int((self.end - self.start).total_seconds() // 60)
-
-    def describe(self) -> str:
-        """'2024-01-03 (FAILURE, run abc)' or '2024-01-03 (never run)'."""
-        if self.last_status is None:
-            return f"{self.partition_key} (never run)"
-        if self.last_run_id is None:
-            return f"{self.partition_key} ({self.last_status})"
-        return f"{self.partition_key} ({self.last_status}, run {self.last_run_id})"
-
-    def with_attempt(self, attempt: Attempt | None) -> Period:
-        if attempt is None:
-            return self
-        return Period(
-            self.start,
-            self.end,
-            self.grain,
-            attempt.status,
-            attempt.run_id,
-            attempt.job_id,
-        )
-
-    def as_dict(self) -> dict[str, str | None]:
-        return {
-            "partition_key": self.partition_key,
-            "start": self.start.isoformat(),
-            "end": self.end.isoformat(),
-            "status": self.last_status,
-            "run_id": self.last_run_id,
-            "job_id": self.last_job_id,
-        }
-
-
-@dataclass(frozen=True)
-class PeriodSpec:
-    """The periods of an asset: `grain` 'daily' | 'hourly' from `start`, up to `end` (exclusive) if given."""
-
-    grain: str
-    start: datetime
-    end: datetime | None = None
-
-    def __post_init__(self) -> None:
-        if self.grain not in GRAINS:
-            raise ValueError(f"PeriodSpec grain must be one of {sorted(GRAINS)}, got {self.grain!r}")
-        start = _as_datetime(self.start)
-        object.__setattr__(self, "start", start)
-        if start != self.floor(start):
-            raise ValueError(f"PeriodSpec start {start} is not on a {self.grain} boundary")
-        if self.end is not None:
-            end = _as_datetime(self.end)
-            object.__setattr__(self, "end", end)
-            if end <= start:
-                raise ValueError(f"PeriodSpec end {end} is not after its start {start}")
-
-    @property
-    def step(self) -> timedelta:
-        return GRAINS[self.grain]
-
-    @property
-    def period_minutes(self) -> int:
-        return int(self.step.total_seconds() // 60)
-
-    def floor(self, ts: datetime) -> datetime:
-        ts = _naive_utc(ts)
-        if self.grain == "daily":
-            return ts.replace(hour=0, minute=0, second=0, microsecond=0)
-        return ts.replace(minute=0, second=0, microsecond=0)
-
-    def ceil(self, ts: datetime) -> datetime:
-        floor = self.floor(ts)
-        return floor if floor == _naive_utc(ts) else floor + self.step
-
-    def period_at(self, ts: datetime) -> Period:
-        start = self.floor(ts)
-        return Period(start, start + self.step, self.grain)
-
-    def period_for_key(self, partition_key: str) -> Period:
-        """The period of a Dagster partition key ('2024-01-01' / '2024-01-01-05:00')."""
-        try:
-            start = datetime.strptime(partition_key, _KEY_FORMATS[self.grain])
-        except ValueError:
-            example = "2024-01-01" if self.grain == "daily" else "2024-01-01-05:00"
-            raise ValueError(
-                f"{partition_key!r} is not a {self.grain} partition key (expected e.g. {example!r})"
-            ) from None
-        self._check_inside(start)
-        return Period(start, start + self.step, self.grain)
-
-    def _check_inside(self, start: datetime) -> None:
-        if start < self.start:
-            raise ValueError(
-                f"partition {start:%Y-%m-%d %H:%M} is before the asset's start {self.start:%Y-%m-%d %H:%M}"
-            )
-        if self.end is not None and start + self.step > self.end:
-            raise ValueError(
-                f"partition {start:%Y-%m-%d %H:%M} is after the asset's end {self.end:%Y-%m-%d %H:%M}"
-            )
-
-    def elapsed_end(self, now: datetime) -> datetime:
-        """End of the last fully elapsed period (bounded by the spec's end)."""
-        hi = self.floor(now)
-        if self.end is not None and self.end < hi:
-            hi = self.floor(self.end)
-        return hi
-
-    def periods(self, lo: datetime, hi: datetime) -> Iterator[Period]:
-        """Periods of the spec lying inside [lo, hi), clipped to the spec's own range."""
-        start = max(self.ceil(lo), self.start)
-        end = hi if self.end is None else min(hi, self.end)
-        step = self.step
-        while start + step <= end:
-            yield Period(start, start + step, self.grain)
-            start += step
-
-
-def _as_datetime(value: datetime | date) -> datetime:
-    if isinstance(value, datetime):
-        return _naive_utc(value)
-    return datetime(value.year, value.month, value.day)
 
 
 # Stretches longer than this are read as one range scan instead of a list of period starts.
@@ -260,7 +86,7 @@ def pending_queue(
 ) -> list[Period]:
     """Failed and never-run periods from the asset's start, oldest first; only fully elapsed periods, RUNNING
     periods excluded. Each has `last_status` / `last_run_id` of its latest attempt (None: never run)."""
-    hi = spec.elapsed_end(utcnow() if now is None else _naive_utc(now))
+    hi = spec.elapsed_end(utcnow() if now is None else naive_utc(now))
     if hi <= spec.start:
         return []
     return [
@@ -293,7 +119,7 @@ def check_ordered(job_log: JobLog, job_name: str, spec: PeriodSpec, partition_ke
 def _parse_bound(value: str | date | datetime, spec: PeriodSpec, *, upper: bool) -> datetime:
     """A --from / --to value: a date, a partition key or a datetime; an upper date includes its whole day."""
     if isinstance(value, datetime):
-        ts = _naive_utc(value)
+        ts = naive_utc(value)
         return spec.floor(ts) + spec.step if upper else spec.floor(ts)
     if isinstance(value, date):
         day = datetime(value.year, value.month, value.day)
@@ -327,7 +153,7 @@ def refresh_periods(
         raise ValueError(f"empty range: {from_} .. {to}")
     if lo < spec.start:
         raise ValueError(f"{from_} is before the asset's start {spec.start:%Y-%m-%d %H:%M}")
-    elapsed = spec.elapsed_end(utcnow() if now is None else _naive_utc(now))
+    elapsed = spec.elapsed_end(utcnow() if now is None else naive_utc(now))
     if hi > elapsed:
         raise ValueError(
             f"{to} is not fully elapsed yet (the last complete period ends {elapsed:%Y-%m-%d %H:%M} UTC)"
@@ -373,7 +199,7 @@ def check_upstream_done(
     E.g. a daily asset checks the 24 hours of its day on an hourly upstream. Upstream periods that do not exist
     (before the upstream's start or after its end) count as missing: the dependency cannot be met.
     """
-    lo, hi = _naive_utc(window_start), _naive_utc(window_end)
+    lo, hi = naive_utc(window_start), naive_utc(window_end)
     if hi <= lo:
         raise ValueError(f"empty window [{lo}, {hi})")
     step = upstream_spec.step

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sharp_dagster.joblog.models import FAILURE
-from sharp_dagster.joblog.planner import PeriodSpec
 from sharp_dagster.joblog.store import (
     ClaimRefused,
     JobHandle,
@@ -32,6 +31,7 @@ from sharp_dagster.joblog.store import (
     claim_timeout_s,
     schedule_id_for,
 )
+from sharp_dagster.periods import PeriodSpec
 
 ROLLBACK_STEP = "rollback"
 ROLLBACK_PROJECT = "sharp_dagster"

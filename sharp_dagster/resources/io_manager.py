@@ -16,7 +16,8 @@ from dagster import (
 )
 from pyspark.sql import DataFrame
 
-from sharp_dagster.partitions import PARTITION_COLUMNS, grain_of, partition_values
+from sharp_dagster.partitions import grain_of
+from sharp_dagster.periods import PARTITION_COLUMNS, partition_values
 from sharp_dagster.resources.spark import SparkResource
 from sharp_dagster.spark.tables import TableRef
 

@@ -24,6 +24,7 @@ from dagster import (
 )
 
 from sharp_dagster.cdc.project import START
+from sharp_dagster.periods import period_at, period_of_key
 
 
 def build_kafka_sensor(database: str, topic: str, minimum_interval_seconds: int = 30):
@@ -42,7 +43,7 @@ def build_kafka_sensor(database: str, topic: str, minimum_interval_seconds: int 
         cursor = json.dumps({str(p): o for p, o in sorted(ends.items())}, sort_keys=True)
         if cursor == context.cursor:
             return SkipReason(f"{topic}: end offsets unchanged {cursor}")
-        hour = datetime.now(UTC).strftime("%Y-%m-%d-%H:00")
+        hour = period_at(datetime.now(UTC), "hourly").partition_key
         return SensorResult(
             run_requests=[RunRequest(run_key=f"land:{topic}:{cursor}", partition_key=hour)], cursor=cursor
         )
@@ -83,13 +84,13 @@ def build_done_marker_sensor(database: str, ods_asset_keys: list[str], minimum_i
 
 
 def _succeeded(jl, name: str, key: str) -> bool:
-    start = f"{key.replace('-', '')}000000"
+    start = period_of_key(key, "daily").range_start
     attempt = jl.latest_attempts(name, starts=[start]).get(start)
     return attempt is not None and attempt.status == "SUCCESS"
 
 
 def _attempts(jl, names: list[str], key: str) -> int:
-    start = f"{key.replace('-', '')}000000"
+    start = period_of_key(key, "daily").range_start
     return max(
         (a.attempt for n in names for a in [jl.latest_attempts(n, starts=[start]).get(start)] if a), default=0
     )

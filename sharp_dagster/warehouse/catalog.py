@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from sharp_dagster.settings import WAREHOUSE_SQL_DIR, warehouse_sql_dir
-from sharp_dagster.warehouse.variables import VariableError, Window, check_variables, render
+from sharp_dagster.warehouse.variables import VariableError, check_variables, render, window_variables
 
 LAYERS = ("ods", "dwd", "ads")
 DEFAULT_START = "2024-01-01"
@@ -61,8 +61,7 @@ class SqlTable:
 
     def render(self, partition_key: str) -> str:
         """The SQL of one partition, variables substituted from its window."""
-        window = Window.from_partition_key(partition_key, self.grain)
-        return render(self.sql, window.variables(), where=str(self.path))
+        return render(self.sql, window_variables(partition_key, self.grain), where=str(self.path))
 
 
 @dataclass
@@ -146,9 +145,7 @@ def parse_sql_file(path: Path, layer: str) -> SqlTable:
 
     try:
         check_variables(text, where)
-        rendered = render(
-            text, Window.from_partition_key(_sample_key(grain, start), grain).variables(), where
-        )
+        rendered = render(text, window_variables(_sample_key(grain, start), grain), where)
     except VariableError as exc:
         raise WarehouseDefinitionError(str(exc)) from exc
     return SqlTable(

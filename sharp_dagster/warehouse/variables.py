@@ -8,8 +8,9 @@ pattern before it is put into SQL. An unknown `${name}` is an error naming the f
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
+
+from sharp_dagster.periods import period_of_key, window_text
 
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 KNOWN = ("dt", "hour", "prev_dt", "DATA_RANGE_START", "DATA_RANGE_END")
@@ -26,36 +27,24 @@ class VariableError(ValueError):
     """A `${...}` that is unknown or a value that is not a date from a partition window."""
 
 
-@dataclass(frozen=True)
-class Window:
-    """A partition's time window [start, end)."""
+def window_variables(key: str, grain: str) -> dict[str, str]:
+    """The variables of one partition, from its window (`sharp_dagster.periods`).
 
-    start: datetime
-    end: datetime
-
-    @classmethod
-    def from_partition_key(cls, key: str, grain: str) -> Window:
-        """`2024-01-02` (daily) or `2024-01-02-05:00` (hourly, Dagster's format)."""
-        try:
-            if grain == "daily":
-                start = datetime.strptime(key, "%Y-%m-%d")
-                return cls(start, start + timedelta(days=1))
-            if grain == "hourly":
-                start = datetime.strptime(key, "%Y-%m-%d-%H:%M")
-                return cls(start, start + timedelta(hours=1))
-        except ValueError as exc:
-            raise VariableError(f"partition key {key!r} is not a {grain} partition key") from exc
-        raise VariableError(f"unknown grain {grain!r}")
-
-    def variables(self) -> dict[str, str]:
-        fmt = "%Y-%m-%d %H:%M:%S"
-        return {
-            "dt": self.start.strftime("%Y-%m-%d"),
-            "hour": self.start.strftime("%H"),
-            "prev_dt": (self.start - timedelta(days=1)).strftime("%Y-%m-%d"),
-            "DATA_RANGE_START": self.start.strftime(fmt),
-            "DATA_RANGE_END": self.end.strftime(fmt),
-        }
+    >>> window_variables("2024-01-02-05:00", "hourly")["DATA_RANGE_END"]
+    '2024-01-02 06:00:00'
+    """
+    try:
+        period = period_of_key(key, grain)
+    except ValueError as exc:
+        raise VariableError(f"partition key {key!r}: {exc}") from None
+    start, end = window_text(period)
+    return {
+        "dt": period.start.strftime("%Y-%m-%d"),
+        "hour": period.start.strftime("%H"),
+        "prev_dt": (period.start - timedelta(days=1)).strftime("%Y-%m-%d"),
+        "DATA_RANGE_START": start,
+        "DATA_RANGE_END": end,
+    }
 
 
 def check_variables(sql: str, where: str, first_line: int = 1) -> list[str]:

@@ -12,8 +12,8 @@ import pytest
 
 from sharp_dagster import cli
 from sharp_dagster.joblog.models import FAILURE, SUCCESS
-from sharp_dagster.joblog.planner import PeriodSpec
 from sharp_dagster.joblog.store import JobLog, utcnow
+from sharp_dagster.periods import PeriodSpec
 from sharp_dagster_tests.joblog.pgserver import free_port
 
 ASSET = "dwd/orders"

@@ -15,7 +15,6 @@ from sqlalchemy import select
 
 from sharp_dagster.joblog.models import FAILURE, RUNNING, SUCCESS, job_claim
 from sharp_dagster.joblog.models import job_log as job_log_table
-from sharp_dagster.joblog.planner import PeriodSpec
 from sharp_dagster.joblog.store import (
     ClaimLost,
     ClaimRefused,
@@ -24,6 +23,7 @@ from sharp_dagster.joblog.store import (
     StillAlive,
     heartbeat_interval_s,
 )
+from sharp_dagster.periods import PeriodSpec
 from sharp_dagster_tests.joblog import workers
 
 DAILY = PeriodSpec("daily", datetime(2024, 1, 1))

@@ -18,7 +18,7 @@ from sharp_dagster.joblog.incremental import (
     plan_time_window,
 )
 from sharp_dagster.joblog.models import AUTO_INC_ID, FAILURE, KAFKA_OFFSET, SUCCESS
-from sharp_dagster.joblog.planner import PeriodSpec
+from sharp_dagster.periods import PeriodSpec
 
 ASSET = "ods/orders"
 

@@ -12,13 +12,13 @@ from sharp_dagster.joblog.models import DONE_STATUSES, FAILURE, RUNNING, SKIPPED
 from sharp_dagster.joblog.models import job_log as job_log_table
 from sharp_dagster.joblog.planner import (
     OutOfOrder,
-    PeriodSpec,
     check_ordered,
     check_upstream_done,
     pending_queue,
     refresh_periods,
 )
 from sharp_dagster.joblog.store import JobLog
+from sharp_dagster.periods import PeriodSpec
 
 DAILY = PeriodSpec("daily", datetime(2024, 1, 1))
 HOURLY = PeriodSpec("hourly", datetime(2024, 1, 1))

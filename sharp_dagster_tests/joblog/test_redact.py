@@ -114,7 +114,7 @@ def test_payloads_are_scrubbed():
 
 
 def test_job_log_error_columns_are_scrubbed(job_log):
-    from sharp_dagster.joblog.planner import PeriodSpec
+    from sharp_dagster.periods import PeriodSpec
 
     period = PeriodSpec("daily", datetime(2024, 1, 1)).period_for_key("2024-03-01")
     handle = job_log.claim("dwd/secretive", period, "run-S")

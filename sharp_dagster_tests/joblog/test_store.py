@@ -10,7 +10,6 @@ from sqlalchemy import func, select
 
 from sharp_dagster.joblog.models import FAILURE, RUNNING, SUCCESS, job_claim, step_log
 from sharp_dagster.joblog.models import job_log as job_log_table
-from sharp_dagster.joblog.planner import PeriodSpec
 from sharp_dagster.joblog.store import (
     ClaimLost,
     ClaimRefused,
@@ -20,6 +19,7 @@ from sharp_dagster.joblog.store import (
     NotRunning,
     StillAlive,
 )
+from sharp_dagster.periods import PeriodSpec
 from sharp_dagster_tests.joblog import workers
 
 DAILY = PeriodSpec("daily", datetime(2024, 1, 1))

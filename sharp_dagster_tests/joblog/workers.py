@@ -40,8 +40,8 @@ def claim_once(url: str, job_name: str, partition_key: str, run_id: str, barrier
     try:
         from datetime import datetime
 
-        from sharp_dagster.joblog.planner import PeriodSpec
         from sharp_dagster.joblog.store import ClaimRefused, JobLog
+        from sharp_dagster.periods import PeriodSpec
 
         job_log = JobLog(url)
         period = PeriodSpec("daily", datetime(2024, 1, 1)).period_for_key(partition_key)
@@ -73,8 +73,8 @@ def run_periods(url: str, job_name: str, keys: list[str], barrier, results) -> N
         from datetime import datetime
 
         from sharp_dagster.joblog.models import SUCCESS
-        from sharp_dagster.joblog.planner import PeriodSpec
         from sharp_dagster.joblog.store import JobLog
+        from sharp_dagster.periods import PeriodSpec
 
         job_log = JobLog(url)
         spec = PeriodSpec("hourly", datetime(2024, 1, 1))

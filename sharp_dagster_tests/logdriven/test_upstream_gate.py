@@ -17,12 +17,12 @@ from dagster import AssetKey, materialize
 
 from sharp_dagster.joblog import FAILURE, RUNNING, SUCCESS
 from sharp_dagster.joblog.planner import (
-    PeriodSpec,
     UpstreamNotDone,
     UpstreamRead,
     require_upstreams_done,
 )
 from sharp_dagster.joblog.store import JobLog
+from sharp_dagster.periods import PeriodSpec
 from sharp_dagster_tests.cdc_support import change
 
 DAY = "2024-01-01"

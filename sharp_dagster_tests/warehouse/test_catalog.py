@@ -6,7 +6,7 @@ import pytest
 
 from sharp_dagster.warehouse.catalog import WarehouseDefinitionError, discover, load_catalog, parse_sql_file
 from sharp_dagster.warehouse.dependencies import resolve
-from sharp_dagster.warehouse.variables import VariableError, Window, render
+from sharp_dagster.warehouse.variables import VariableError, render, window_variables
 
 
 def write(tmp_path, layer, name, text):
@@ -87,5 +87,5 @@ def test_values_are_never_free_text():
     with pytest.raises(VariableError):
         render("SELECT '${dt}'", {"dt": "2024-01-01' OR '1'='1"})
     with pytest.raises(VariableError):
-        Window.from_partition_key("2024-13-01", "daily")
-    assert render("'${dt}'", Window.from_partition_key("2024-03-01", "daily").variables()) == "'2024-03-01'"
+        window_variables("2024-13-01", "daily")
+    assert render("'${dt}'", window_variables("2024-03-01", "daily")) == "'2024-03-01'"
