@@ -323,9 +323,9 @@ def main(argv: list[str] | None = None) -> int:
         from dagster import DagsterInstance
 
         from sharp_dagster.cdc.collector import ensure_topic
-        from sharp_dagster.cdc.project import landing_assets
         from sharp_dagster.definitions import defs
         from sharp_dagster.demo.replay import replay_day
+        from sharp_dagster.warehouse.cdc_layout import landing_assets
 
         out["definitions_load_s"] = round(time.monotonic() - t0, 2)
         source, _database, topic = landing_assets()[0]

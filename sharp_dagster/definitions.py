@@ -10,36 +10,31 @@ from __future__ import annotations
 
 from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
-from sharp_dagster.assets.cdc_assets import (
-    build_landing_asset,
-    build_ods_merge_asset,
-    ods_log_asset,
-    source_specs,
-)
+from sharp_dagster.assets.cdc_assets import build_landing_asset, build_ods_merge_asset, source_specs
 from sharp_dagster.assets.lineage_meta import governance_check, lineage_metadata, with_explorer_links
 from sharp_dagster.assets.quality import load_project_rules
-from sharp_dagster.assets.sql_assets import build_sql_asset, external_asset_specs, log_driven_spec
-from sharp_dagster.cdc.project import START, landing_assets, ods_tables
+from sharp_dagster.assets.sql_assets import build_sql_asset, external_asset_specs
 from sharp_dagster.demo.shop import TABLES as SHOP_TABLES
 from sharp_dagster.lineage.governance import check as governance_check_tables
-from sharp_dagster.logdriven import LogDrivenAsset
+from sharp_dagster.naming import key_str
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.resources.io_manager import SparkTableIOManager
 from sharp_dagster.resources.spark import SparkResource
-from sharp_dagster.sensors.cdc import build_done_marker_sensor, build_kafka_sensor
+from sharp_dagster.sensors.cdc import build_kafka_sensor
 from sharp_dagster.sensors.log_driven import build_log_driven_sensor
 from sharp_dagster.settings import warehouse_sql_dir
-from sharp_dagster.warehouse.catalog import WarehouseDefinitionError, load_catalog
-from sharp_dagster.warehouse.dependencies import resolve
+from sharp_dagster.warehouse.catalog import WarehouseDefinitionError
+from sharp_dagster.warehouse.cdc_layout import START, landing_assets, ods_tables
+from sharp_dagster.warehouse.layout import layout
 
-CATALOG = load_catalog()
-DEPS = resolve(CATALOG)
-GRAINS = {**CATALOG.other_assets, **{t.qualified: t.grain for t in CATALOG.tables}}
-STARTS = {**{q: START for q in CATALOG.other_assets}, **{t.qualified: t.start for t in CATALOG.tables}}
+LAYOUT = layout()  # the project's layout, built once (shared with the command line)
+CATALOG = LAYOUT.catalog
+DEPS = LAYOUT.deps
+GRAINS = LAYOUT.grains
 
 # Data-quality rules, validated now: a bad rule fails loading, naming its file and the rule.
 RULES = load_project_rules(CATALOG, DEPS, warehouse_sql_dir() / "quality")
-_known = {t.asset_key_str for t in CATALOG.tables} | {q.replace(".", "/") for q in CATALOG.other_assets}
+_known = {t.asset_key_str for t in CATALOG.tables} | {key_str(q) for q in CATALOG.other_assets}
 if set(RULES) - _known:
     raise WarehouseDefinitionError(f"data-quality rules name unknown assets: {sorted(set(RULES) - _known)}")
 
@@ -54,7 +49,7 @@ sql_assets = [
         DEPS[t.qualified].assets,
         DEPS[t.qualified].externals,
         GRAINS,
-        STARTS,
+        LAYOUT.log_assets[t.asset_key_str],
         metadata={
             **lineage_metadata(DEPS[t.qualified].lineage, t.qualified),
             "governance": "; ".join(v.message for v in VIOLATIONS.get(t.qualified, [])) or "ok",
@@ -75,7 +70,10 @@ for _source, _db, _topic in landing_assets():
     _specs = source_specs({k: v for k, v in _shards.items()}, _db)
     cdc_source_assets += _specs
     landing.append(build_landing_asset(_source, _db, _topic, [s.key for s in _specs]))
-ods_assets = [build_ods_merge_asset(t, RULES.get(t.asset_key_str), GRAINS) for t in ods_tables()]
+ods_assets = [
+    build_ods_merge_asset(t, RULES.get(t.asset_key_str), GRAINS, LAYOUT.log_assets[t.asset_key_str])
+    for t in ods_tables()
+]
 
 source_assets = external_asset_specs(CATALOG, [e for d in DEPS.values() for e in d.externals])
 
@@ -92,10 +90,8 @@ landing_job = define_asset_job(
     description="Land the binlog topics into the raw binlog tables (hourly).",
 )
 
-LOG_ASSETS: dict[str, LogDrivenAsset] = {
-    **{t.asset_key_str: ods_log_asset(t) for t in ods_tables()},
-    **{t.asset_key_str: log_driven_spec(t, GRAINS, STARTS) for t in CATALOG.tables},
-}
+# What the log-driven sensor plans: every asset whose job-log rows are periods.
+LOG_ASSETS = LAYOUT.period_assets
 
 spark = SparkResource()
 defs = Definitions(
@@ -105,10 +101,6 @@ defs = Definitions(
     sensors=[
         build_log_driven_sensor(LOG_ASSETS),
         *[build_kafka_sensor(db, topic) for _, db, topic in landing_assets()],
-        *[
-            build_done_marker_sensor(db, [t.asset_key_str for t in ods_tables() if t.database == db])
-            for _, db, _ in landing_assets()
-        ],
     ],
     resources={"spark": spark, "warehouse_io_manager": SparkTableIOManager(spark=spark)},
     executor=in_process_executor,

@@ -65,14 +65,13 @@ from sharp_dagster.joblog import (
     Period,
     check_ordered,
 )
-from sharp_dagster.joblog.planner import UpstreamNotDone, require_upstreams_done
+from sharp_dagster.joblog.planner import LogDrivenAsset, UpstreamNotDone, require_upstreams_done
 from sharp_dagster.joblog.redact import scrub_text
 from sharp_dagster.joblog.store import ClaimLost, Heartbeat, heartbeat_interval_s
 from sharp_dagster.lineage import openlineage
 from sharp_dagster.logdriven import (
     PROJECT_NAME,
     REFRESH_TAG,
-    LogDrivenAsset,
     alert_attempt_failure,
     job_log_or_fail,
 )
@@ -86,6 +85,7 @@ from sharp_dagster.spark.iceberg import (
     java_error,
 )
 from sharp_dagster.spark.tables import TableRef
+from sharp_dagster.warehouse.catalog_lineage import job_lineage
 
 log = logging.getLogger("sharp_dagster.lifecycle")
 
@@ -313,6 +313,7 @@ class PartitionRun:
             nominal_end=end,
             output_fields=self.output_fields,
             error=scrub_text(error) if error else None,
+            lineage=job_lineage(self.asset.job_name),
         )
 
 

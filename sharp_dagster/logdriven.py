@@ -1,5 +1,6 @@
-"""What every log-driven run shares: the asset's job-log view (`LogDrivenAsset`), the process's `JobLog`, and the
-failure alert of a claimed attempt. The lifecycle itself (check, claim, gate, stage, rules, fence, publish) is
+"""What every log-driven run shares in Dagster: the process's `JobLog` and the failure alert of a claimed attempt.
+(The asset's job-log view, `LogDrivenAsset`, is the planner's; the project's set of them is
+`sharp_dagster.warehouse.layout`.) The lifecycle itself (check, claim, gate, stage, rules, fence, publish) is
 `sharp_dagster.lifecycle`.
 """
 
@@ -7,36 +8,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from dagster import Failure
 
 from sharp_dagster.db import BadDatabaseUrl, DatabaseUnavailable
 from sharp_dagster.joblog import JobHandle, JobLog
-from sharp_dagster.joblog.planner import UpstreamRead
 from sharp_dagster.joblog.redact import scrub_text
-from sharp_dagster.periods import PeriodSpec
 from sharp_dagster.settings import Settings
 
 log = logging.getLogger("sharp_dagster.logdriven")
 
 PROJECT_NAME = "sharp_dagster"
 REFRESH_TAG = "sharp/refresh"
-
-
-@dataclass(frozen=True)
-class LogDrivenAsset:
-    """What the job log needs to know about an asset: its name (`layer/table`), periods and upstreams."""
-
-    job_name: str
-    spec: PeriodSpec
-    # Every log-driven upstream the asset reads (any grain), with its lookback: the upstream gate checks them.
-    upstream: dict[str, UpstreamRead] = field(default_factory=dict)
-    incremental_type: str = "timewindow"
-    # Why a period cannot start yet (e.g. its binlog has not fully landed), or None when it can.
-    ready: Callable[[Any], str | None] | None = field(default=None, compare=False)
 
 
 _JOB_LOGS: dict[str, JobLog] = {}

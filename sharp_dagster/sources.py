@@ -64,14 +64,14 @@ def external_schemas() -> dict[str, dict[str, str]]:
 
 def source_edges() -> list[tuple[str, str]]:
     """Table-level edges of the CDC path: source tables -> raw binlog table -> ODS tables."""
-    from sharp_dagster.cdc.project import lineage_edges
+    from sharp_dagster.warehouse.cdc_layout import lineage_edges
 
     return lineage_edges({t.name: list(t.shards) for t in TABLES.values()})
 
 
 def other_assets() -> dict[str, str]:
     """Tables written by non-SQL assets (the CDC path), qualified name -> grain."""
-    from sharp_dagster.cdc.project import landing_assets, ods_tables
+    from sharp_dagster.warehouse.cdc_layout import landing_assets, ods_tables
 
     assets = {f"ods.{t.name}": "daily" for t in ods_tables()}
     assets.update({f"original_binlog.{db}": "hourly" for _, db, _ in landing_assets()})

@@ -38,8 +38,8 @@ def local_broker():
 class CdcFeed:
     def __init__(self, defs, instance, bootstrap: bool = True):
         from sharp_dagster.cdc.collector import ensure_topic
-        from sharp_dagster.cdc.project import landing_assets
         from sharp_dagster.demo.run import bootstrap_ods
+        from sharp_dagster.warehouse.cdc_layout import landing_assets
 
         self.defs = defs
         self.instance = instance

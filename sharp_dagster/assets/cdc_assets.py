@@ -35,12 +35,12 @@ from dagster import (
 )
 
 from sharp_dagster.assets import quality
-from sharp_dagster.cdc.project import START, OdsTable, bootstrap_day
+from sharp_dagster.joblog.planner import LogDrivenAsset
 from sharp_dagster.lifecycle import claimed_range, materialize_partitions
-from sharp_dagster.logdriven import LogDrivenAsset, job_log_or_fail
+from sharp_dagster.logdriven import job_log_or_fail
 from sharp_dagster.partitions import partitions_for
-from sharp_dagster.periods import PeriodSpec
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
+from sharp_dagster.warehouse.cdc_layout import START, OdsTable, bootstrap_day
 
 KAFKA_ENV = "SHARP_KAFKA_BOOTSTRAP"
 log = logging.getLogger("sharp_dagster.cdc_assets")
@@ -222,9 +222,10 @@ def _prior_watermarks(jl, job_name: str) -> dict[int, int | None] | None:
     return None
 
 
-def build_ods_merge_asset(t: OdsTable, rules, grains: dict[str, str]) -> AssetsDefinition:
+def build_ods_merge_asset(
+    t: OdsTable, rules, grains: dict[str, str], log_asset: LogDrivenAsset
+) -> AssetsDefinition:
     job_name = t.asset_key_str
-    log_asset = ods_log_asset(t)
     partitions_def = partitions_for("daily", START)
     rules = list(rules or [])
 
@@ -330,7 +331,7 @@ def state_columns(store, tables) -> dict[str, list[tuple[str, str]]]:
     """The data columns (name, Spark type) of each table's ODS state, where it exists: what the landing types
     the table's row images by (`land(image_columns=)`)."""
     from sharp_dagster.cdc.merge import STATE_COLUMNS
-    from sharp_dagster.cdc.project import SHARD_COLUMN
+    from sharp_dagster.warehouse.cdc_layout import SHARD_COLUMN
 
     out: dict[str, list[tuple[str, str]]] = {}
     for table in tables:
@@ -352,20 +353,3 @@ def bootstrap_state(store, t: OdsTable, snapshot_df, snapshot_seq: int | None, s
         state_ref(t.name), {"dt": bootstrap_day(start)}, initial_state(snapshot_df, snapshot_seq)
     )
     return staged.row_count
-
-
-def ods_log_asset(t: OdsTable) -> LogDrivenAsset:
-    """The job-log view of an ODS merge asset: a day is ready once all its done markers exist."""
-
-    def ready(period) -> str | None:
-        from sharp_dagster.cdc.landing import day_complete
-        from sharp_dagster.settings import Settings
-
-        day = period.partition_key
-        if day_complete(Settings.from_env().warehouse_dir, t.database, day):
-            return None
-        return f"the binlog of {day} has not fully landed (done markers incomplete)"
-
-    return LogDrivenAsset(
-        job_name=t.asset_key_str, spec=PeriodSpec("daily", datetime.fromisoformat(START)), ready=ready
-    )

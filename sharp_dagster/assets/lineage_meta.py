@@ -22,6 +22,7 @@ from dagster import (
 from sharp_dagster.lineage.explorer.links import table_url
 from sharp_dagster.lineage.governance import Violation
 from sharp_dagster.lineage.parser import ScriptLineage
+from sharp_dagster.naming import parts
 
 # Metadata keys shown on each SQL asset (besides `dagster/column_lineage`).
 LINEAGE_TABLE_KEY = "column lineage"
@@ -45,7 +46,7 @@ def column_lineage(lineage: ScriptLineage, target: str) -> TableColumnLineage | 
             src_table, src_col = _split(src)
             if src_col == "*" or "." not in src_table:
                 continue
-            sources.append(TableColumnDep(asset_key=AssetKey(src_table.split(".")), column_name=src_col))
+            sources.append(TableColumnDep(asset_key=AssetKey(parts(src_table)), column_name=src_col))
         deps[column] = sources
     return TableColumnLineage(deps_by_column=deps) if deps else None
 

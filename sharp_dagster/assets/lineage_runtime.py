@@ -3,7 +3,7 @@
 Every SQL asset declares the non-blocking check `lineage_runtime` (`check_specs`). When a partition's SELECT has
 been analyzed by Spark (`sql_assets._transform`), `RuntimeLineageCheck.observe` reads the analyzed plan
 (`lineage/spark_plan.py`), compares it with the parser's lineage of the table's SQL as the project builds it
-(`lineage/project.py`; `lineage/runtime.py` does the comparison) and keeps both answers with the run:
+(`warehouse/catalog_lineage.py`; `lineage/runtime.py` does the comparison) and keeps both answers with the run:
 
 - in the check's metadata (`parsed`, `spark`, `differences`), and
 - in `<SHARP_DATA_DIR>/lineage_runs/<layer>/<table>/<partition key>.json` (the latest run of that partition; the
@@ -27,13 +27,12 @@ from typing import Any
 
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetKey, MetadataValue
 
-from sharp_dagster.lineage import openlineage
 from sharp_dagster.lineage.parser import ScriptLineage, parse_script
-from sharp_dagster.lineage.project import project_lineage, project_schemas
 from sharp_dagster.lineage.runtime import Comparison, compare
 from sharp_dagster.lineage.spark_plan import analyzed_plan_json, plan_lineage
 from sharp_dagster.settings import Settings, warehouse_sql_dir
 from sharp_dagster.warehouse.catalog import SqlTable, load_catalog
+from sharp_dagster.warehouse.catalog_lineage import project_lineage, project_schemas
 
 CHECK_NAME = "lineage_runtime"
 RUNS_FOLDER = "lineage_runs"
@@ -82,15 +81,6 @@ class RuntimeLineageCheck:
     def __init__(self, table: SqlTable):
         self.table = table
         self.outcomes: list[dict[str, Any]] = []
-        # The OpenLineage events of this asset's runs carry the same parsed lineage as this check.
-        try:
-            _, _, schema = _project(str(warehouse_sql_dir()))
-            lineage = openlineage.JobLineage.from_script(
-                parsed_lineage(table), table.qualified, schema, table.rendered
-            )
-            openlineage.register_lineage(table.asset_key_str, lineage)
-        except Exception:  # the check itself reports a parse problem when the partition runs
-            pass
 
     def observe(self, context: Any, partition_key: str, df: Any) -> dict[str, Any]:
         """Compare the parser with the plan of `df` (the partition's statement); keep both answers."""

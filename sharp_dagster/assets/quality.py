@@ -20,6 +20,7 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetK
 from sharp_dagster.dqc.evaluate import RuleResult, quality_score
 from sharp_dagster.dqc.rules import Rule, RuleContext, load_rules
 from sharp_dagster.joblog.redact import scrub_text
+from sharp_dagster.naming import key_str, parts
 from sharp_dagster.spark.iceberg import IcebergTables, StagedPartition
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.warehouse.catalog import WarehouseCatalog, WarehouseDefinitionError
@@ -45,7 +46,7 @@ def load_project_rules(
         return {}
     schemas = {t.asset_key_str: output_columns(deps[t.qualified], t.qualified) for t in catalog.tables}
     for qualified in catalog.other_assets:  # tables built by the CDC path
-        schemas[qualified.replace(".", "/")] = dict(catalog.external_schemas.get(qualified, {}))
+        schemas[key_str(qualified)] = dict(catalog.external_schemas.get(qualified, {}))
     known = {name: cols for name, cols in catalog.external_schemas.items() if ":" not in name}
     try:
         rules = load_rules(quality_dir, schemas, known)
@@ -79,7 +80,7 @@ def _register_other_tables(store: IcebergTables, rules: list[Rule], grains: Mapp
     for rule in rules:
         for other in (rule.params.get("other"), *rule.reads):  # `reads:` of custom_sql rules too
             if isinstance(other, str) and other in grains:
-                db, name = other.split(".")
+                db, name = parts(other)
                 store.register(TableRef(db, name, PARTITION_COLUMNS[grains[other]]), refresh=True)
 
 

@@ -10,8 +10,6 @@ one publish lifecycle (`sharp_dagster.lifecycle`): staged, audited, fenced, publ
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from dagster import (
     AssetDep,
     AssetKey,
@@ -25,20 +23,18 @@ from dagster import (
 )
 
 from sharp_dagster.assets import lineage_runtime, quality
-from sharp_dagster.joblog.planner import UpstreamRead
+from sharp_dagster.joblog.planner import LogDrivenAsset
 from sharp_dagster.joblog.redact import scrub_text
 from sharp_dagster.lifecycle import PartitionRun, materialize_partitions
-from sharp_dagster.logdriven import LogDrivenAsset
+from sharp_dagster.naming import parts
 from sharp_dagster.partitions import partitions_for
-from sharp_dagster.periods import PeriodSpec, keys_in_window, partition_values, period_of_key
+from sharp_dagster.periods import keys_in_window, partition_values, period_of_key
 from sharp_dagster.resources.io_manager import table_ref_for
 from sharp_dagster.warehouse.catalog import SqlTable, WarehouseCatalog
 
-_UPSTREAMS: dict[str, tuple[str, ...]] = {}
-
 
 def asset_key_of(qualified: str) -> AssetKey:
-    return AssetKey(qualified.split("."))
+    return AssetKey(parts(qualified))
 
 
 def sql_description(table: SqlTable) -> str:
@@ -51,13 +47,12 @@ def build_sql_asset(
     upstream_assets: list[str],
     external_sources: list[str],
     grains: dict[str, str],
-    starts: dict[str, str] | None = None,
+    log_asset: LogDrivenAsset,
     metadata: dict | None = None,
     rules: list | None = None,
 ) -> AssetsDefinition:
-    """The asset of one SQL table; `upstream_assets` are qualified names of asset tables it reads."""
-    starts = starts or {}
-    _UPSTREAMS[table.qualified] = tuple(upstream_assets)
+    """The asset of one SQL table; `upstream_assets` are qualified names of asset tables it reads, `log_asset`
+    its job-log view (the project's layout, `sharp_dagster.warehouse.layout`)."""
     deps = []
     for up in upstream_assets:
         mapping = None
@@ -68,7 +63,6 @@ def build_sql_asset(
         # A dependency, not an input: loading inputs would run before the claim and the upstream gate.
         deps.append(AssetDep(asset_key_of(up), partition_mapping=mapping))
 
-    log_asset = log_driven_spec(table, grains, starts)
     rules = list(rules or [])
     partitions_def = partitions_for(table.grain, table.start)
 
@@ -103,7 +97,7 @@ def build_sql_asset(
                 # name. The rows read are counted from the tables' metadata, not by a scan.
                 rec.source_count = run.source_count = sum(
                     run.tables.require_partitions(
-                        table_ref_for(up.split("."), grains.get(up, table.grain)),
+                        table_ref_for(parts(up), grains.get(up, table.grain)),
                         [
                             partition_values(k, grains.get(up, table.grain))
                             for k in upstream_keys(table, up, key, grains)
@@ -136,24 +130,6 @@ def _transform(context, run: PartitionRun, table: SqlTable, key: str, spark_reso
             ) from None
 
 
-# Layers whose job-log rows are Kafka offset ranges, not periods (the landing): not gated by period status.
-OFFSET_DRIVEN_LAYERS = ("original_binlog",)
-
-
-def log_driven_spec(table: SqlTable, grains: dict[str, str], starts: dict[str, str]) -> LogDrivenAsset:
-    """The job-log view of a SQL table. Every upstream asset it reads with periods in the job log (SQL tables
-    and ODS merges, any grain) is gated with its `@lookback`: see `planner.require_upstreams_done`."""
-    spec = PeriodSpec(table.grain, datetime.fromisoformat(table.start))
-    upstream = {
-        up.replace(".", "/"): UpstreamRead(
-            PeriodSpec(grains[up], datetime.fromisoformat(starts[up])), table.lookback.get(up, 0)
-        )
-        for up in _UPSTREAMS.get(table.qualified, ())
-        if up in grains and up in starts and up.split(".")[0] not in OFFSET_DRIVEN_LAYERS
-    }
-    return LogDrivenAsset(job_name=table.asset_key_str, spec=spec, upstream=upstream)
-
-
 def upstream_keys(table: SqlTable, upstream: str, key: str, grains: dict[str, str]) -> list[str]:
     """The upstream partition keys one partition reads: the same window (all its hours for an hourly upstream
     of a daily table), plus `@lookback` earlier partitions."""
@@ -165,7 +141,7 @@ def external_asset_specs(catalog: WarehouseCatalog, names: list[str]) -> list[As
     specs = []
     for qualified in sorted(set(names)):
         schema = catalog.external_schemas.get(qualified, {})
-        db = qualified.split(".")[0]
+        db = parts(qualified)[0]
         specs.append(
             AssetSpec(
                 key=asset_key_of(qualified),

@@ -72,8 +72,8 @@ def reset_demo_state(settings: Settings, out=sys.stdout) -> None:
 def bootstrap_ods(spark, store, sample_dir: Path) -> dict[str, int]:
     """The first ODS states: the generated snapshot, stamped with binlog position 0 (before every change)."""
     from sharp_dagster.assets.cdc_assets import bootstrap_state
-    from sharp_dagster.cdc.project import ods_tables
     from sharp_dagster.sources import register_sources, snapshot_table
+    from sharp_dagster.warehouse.cdc_layout import ods_tables
 
     register_sources(spark, sample_dir)
     rows = {}
@@ -134,9 +134,9 @@ def _run_days(settings: Settings, days: int, manifest: dict, out, t0: float) -> 
 
     from sharp_dagster.assets.cdc_assets import KAFKA_ENV
     from sharp_dagster.cdc.collector import ensure_topic
-    from sharp_dagster.cdc.project import landing_assets
     from sharp_dagster.demo.replay import replay_day
     from sharp_dagster.warehouse.catalog import DEFAULT_START
+    from sharp_dagster.warehouse.cdc_layout import landing_assets
 
     print("loading definitions and starting Spark ...", file=out, flush=True)
     from sharp_dagster.definitions import defs

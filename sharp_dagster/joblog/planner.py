@@ -16,11 +16,12 @@ partitions of a UTC partitions definition.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from typing import Any
 
-from sharp_dagster.joblog.models import DONE_STATUSES, RUNNING
+from sharp_dagster.joblog.models import DONE_STATUSES, RUNNING, TIMEWINDOW
 from sharp_dagster.joblog.store import JobLog, utcnow
 from sharp_dagster.periods import (
     Period,
@@ -253,6 +254,19 @@ class UpstreamRead:
         plus `lookback` upstream periods before it."""
         lo = self.spec.floor(target.start) - self.spec.step * self.lookback
         return lo, self.spec.ceil(target.end)
+
+
+@dataclass(frozen=True)
+class LogDrivenAsset:
+    """What the job log needs to know about an asset: its name (`layer/table`), periods and upstreams."""
+
+    job_name: str
+    spec: PeriodSpec
+    # Every log-driven upstream the asset reads (any grain), with its lookback: the upstream gate checks them.
+    upstream: dict[str, UpstreamRead] = field(default_factory=dict)
+    incremental_type: str = TIMEWINDOW
+    # Why a period cannot start yet (e.g. its binlog has not fully landed), or None when it can.
+    ready: Callable[[Any], str | None] | None = field(default=None, compare=False)
 
 
 class UpstreamNotDone(RuntimeError):

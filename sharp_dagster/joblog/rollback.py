@@ -13,7 +13,7 @@ downstream's upstream gate would read the old data as done. `rollback_table` the
 
 No Spark and no Dagster here: the caller passes the history rows and the function that rolls the table back. The
 periods' grain and start come from the asset's `PeriodSpec` (the caller's mapping `asset key -> PeriodSpec`, as
-the `sharp-dagster log` commands learn them from `sharp_dagster.project.log_driven_assets`).
+the `sharp-dagster log` commands learn them from the project's layout, `sharp_dagster.warehouse.layout`).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ their schemas, and the output dataset with its schema (names from the parser at 
 at COMPLETE) and its column lineage (each output column -> its source columns as DIRECT, the columns that filter,
 join, group or sort the rows as the dataset-level INDIRECT list).
 
-Where lineage comes from: a SQL asset registers the parser's lineage of its table before it runs
-(`register_lineage`); any other asset gets the project's lineage (`lineage/project.py`, the catalog's edges).
+Where lineage comes from: the caller hands it over (`JobLineage`); the project's lineage of every job is built by
+the project wing (`warehouse/catalog_lineage.py`: SQL tables parsed, the CDC path from the catalog's edges).
 
 Where events go: when the client's own configuration is present in the environment (`OPENLINEAGE_URL` with
 optional `OPENLINEAGE_API_KEY` / `OPENLINEAGE_ENDPOINT`, `OPENLINEAGE__TRANSPORT__*`, `OPENLINEAGE_CONFIG`,
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -59,7 +58,6 @@ __all__ = [
     "build_run_event",
     "emit_run_event",
     "events_path",
-    "register_lineage",
     "schema_fields",
 ]
 
@@ -108,58 +106,6 @@ class JobLineage:
             input_schemas={t: list(schemas[t]) for t in inputs if t in schemas},
             sql=sql,
         )
-
-
-_REGISTERED: dict[str, JobLineage] = {}
-_LOCK = threading.Lock()
-
-
-def register_lineage(job_name: str, lineage: JobLineage) -> None:
-    """The lineage of `job_name`'s next runs in this process (a SQL asset registers its parsed lineage)."""
-    with _LOCK:
-        _REGISTERED[job_name] = lineage
-
-
-@lru_cache(maxsize=4)
-def _project(sql_dir: str) -> dict[str, JobLineage]:
-    """Every job's lineage as the project knows it: SQL tables parsed, other assets from the catalog's edges."""
-    from sharp_dagster.lineage.project import project_lineage, project_schemas
-    from sharp_dagster.warehouse.catalog import load_catalog
-
-    catalog = load_catalog(sql_dir)
-    results = project_lineage(catalog)
-    schemas = project_schemas(catalog, results)
-    jobs = {
-        t.asset_key_str: JobLineage.from_script(results[t.qualified], t.qualified, schemas, t.rendered)
-        for t in catalog.tables
-    }
-    by_target: dict[str, list[str]] = {}
-    for src, dst in catalog.extra_edges or []:
-        by_target.setdefault(dst, []).append(src)
-    for dst, srcs in by_target.items():
-        out_cols = schemas.get(dst) or {}
-        columns = {c: [f"{s}.{c}" for s in srcs if c in (schemas.get(s) or {})] for c in out_cols}
-        jobs[dst.replace(".", "/")] = JobLineage(
-            target=dst,
-            inputs=sorted(set(srcs)),
-            columns={c: s for c, s in columns.items() if s},
-            input_schemas={s: list(schemas[s]) for s in srcs if s in schemas},
-        )
-    return jobs
-
-
-def lineage_for(job_name: str) -> JobLineage | None:
-    with _LOCK:
-        registered = _REGISTERED.get(job_name)
-    if registered is not None:
-        return registered
-    from sharp_dagster.settings import warehouse_sql_dir
-
-    try:
-        return _project(str(warehouse_sql_dir())).get(job_name)
-    except Exception as exc:  # lineage is best effort: a bad catalog fails loading elsewhere, with its file
-        log.warning("no lineage for %s: %s: %s", job_name, type(exc).__name__, exc)
-        return None
 
 
 def schema_fields(df: Any) -> list[tuple[str, str]]:
@@ -343,8 +289,10 @@ def emit_run_event(
     nominal_end: datetime | None = None,
     output_fields: Sequence[tuple[str, str]] | None = None,
     error: str | None = None,
+    lineage: JobLineage | None = None,
 ) -> RunEvent | None:
-    """Build and send one run event of `job_name`; returns it, or None when it could not be built or sent."""
+    """Build and send one run event of `job_name` (with `lineage`, its inputs, output and column lineage, when
+    known); returns it, or None when it could not be built or sent."""
     try:
         settings = Settings.from_env()
         event = build_run_event(
@@ -353,7 +301,7 @@ def emit_run_event(
             run_id=run_id,
             namespace=os.environ.get("OPENLINEAGE_NAMESPACE", "sharp_dagster"),
             warehouse_uri=_warehouse_uri(str(settings.warehouse_dir)),
-            lineage=lineage_for(job_name),
+            lineage=lineage,
             nominal_start=nominal_start,
             nominal_end=nominal_end,
             output_fields=output_fields,

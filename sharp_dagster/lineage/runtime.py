@@ -1,6 +1,6 @@
 """The run-time lineage cross-check: what the parser says a statement reads against what Spark's plan read.
 
-This module owns `compare`: given the parser's lineage of a table's SQL (`ScriptLineage`, as `lineage/project.py`
+This module owns `compare`: given the parser's lineage of a table's SQL (`ScriptLineage`, as `warehouse/catalog_lineage.py`
 builds it) and the lineage read from Spark's analyzed plan of the statement that ran (`ObservedLineage`, from
 `lineage/spark_plan.py`), it returns the differences, each naming the table or column and both answers:
 

@@ -3,14 +3,16 @@
 - `kafka_<db>_sensor`: its cursor holds the topic's end offsets; when they move, it requests one landing run of the
   current hour's partition. It never commits offsets: the landing run reads from the job log's last success and
   records what it actually read, so a failed run loses nothing (the next one starts at the same offsets).
-- `binlog_done_<db>_sensor` (checkdone): requests the daily merge of the ODS tables for the earliest day whose 24
-  hourly done markers all exist and whose merge is not SUCCESS in the job log yet.
+
+The daily ODS merges are launched by the log-driven sensor (`sensors/log_driven.py`), like every period asset:
+an ODS day is ready once its 24 hourly done markers all exist (checkdone, the asset's `ready` in
+`warehouse/layout.py`), so one sensor plans them, in order, with its retry limit and alert.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime
 
 from dagster import (
     AssetKey,
@@ -23,8 +25,7 @@ from dagster import (
     sensor,
 )
 
-from sharp_dagster.cdc.project import START
-from sharp_dagster.periods import period_at, period_of_key
+from sharp_dagster.periods import period_at
 
 
 def build_kafka_sensor(database: str, topic: str, minimum_interval_seconds: int = 30):
@@ -49,48 +50,3 @@ def build_kafka_sensor(database: str, topic: str, minimum_interval_seconds: int 
         )
 
     return kafka_sensor
-
-
-def build_done_marker_sensor(database: str, ods_asset_keys: list[str], minimum_interval_seconds: int = 60):
-    @sensor(
-        name=f"binlog_done_{database}_sensor",
-        target=AssetSelection.assets(*[AssetKey(k.split("/")) for k in ods_asset_keys]),
-        minimum_interval_seconds=minimum_interval_seconds,
-        default_status=DefaultSensorStatus.STOPPED,
-        description="checkdone: merges a day into the ODS tables once all 24 hourly done markers of it exist.",
-    )
-    def done_marker_sensor(context: SensorEvaluationContext):
-        from sharp_dagster.cdc.landing import day_complete
-        from sharp_dagster.logdriven import job_log
-        from sharp_dagster.settings import Settings
-
-        jl = job_log()
-        warehouse = Settings.from_env().warehouse_dir
-        day = date.fromisoformat(START)
-        today = datetime.now(UTC).date()
-        while day < today:
-            key = day.isoformat()
-            merged = all(_succeeded(jl, name, key) for name in ods_asset_keys)
-            if not merged:
-                if not day_complete(warehouse, database, key):
-                    return SkipReason(f"{key}: done markers incomplete; the merge waits")
-                return RunRequest(
-                    run_key=f"merge:{database}:{key}:{_attempts(jl, ods_asset_keys, key)}", partition_key=key
-                )
-            day += timedelta(days=1)
-        return SkipReason("every complete day is merged")
-
-    return done_marker_sensor
-
-
-def _succeeded(jl, name: str, key: str) -> bool:
-    start = period_of_key(key, "daily").range_start
-    attempt = jl.latest_attempts(name, starts=[start]).get(start)
-    return attempt is not None and attempt.status == "SUCCESS"
-
-
-def _attempts(jl, names: list[str], key: str) -> int:
-    start = period_of_key(key, "daily").range_start
-    return max(
-        (a.attempt for n in names for a in [jl.latest_attempts(n, starts=[start]).get(start)] if a), default=0
-    )

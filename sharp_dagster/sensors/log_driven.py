@@ -31,8 +31,9 @@ from dagster import (
 )
 
 from sharp_dagster.joblog import FAILURE, pending_queue
-from sharp_dagster.joblog.planner import upstream_checks
-from sharp_dagster.logdriven import LogDrivenAsset, job_log
+from sharp_dagster.joblog.planner import LogDrivenAsset, upstream_checks
+from sharp_dagster.logdriven import job_log
+from sharp_dagster.naming import parts
 
 IN_FLIGHT = [
     DagsterRunStatus.QUEUED,
@@ -89,7 +90,7 @@ def plan_requests(
             RunRequest(
                 run_key=f"{name}:{head.partition_key}:attempt-{attempts + 1}",
                 partition_key=head.partition_key,
-                asset_selection=[AssetKey(name.split("/"))],
+                asset_selection=[AssetKey(parts(name))],
                 tags={ASSET_TAG: name, "sharp/launched_by": "log_driven_sensor"},
             )
         )
@@ -113,7 +114,7 @@ def build_log_driven_sensor(
     max_attempts: int = 3,
     minimum_interval_seconds: int = 30,
 ):
-    keys = [AssetKey(name.split("/")) for name in sorted(assets)]
+    keys = [AssetKey(parts(name)) for name in sorted(assets)]
 
     @sensor(
         name="log_driven_sensor",

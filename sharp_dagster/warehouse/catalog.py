@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from sharp_dagster.naming import qualified
 from sharp_dagster.settings import WAREHOUSE_SQL_DIR, warehouse_sql_dir
 from sharp_dagster.warehouse.variables import VariableError, check_variables, render, window_variables
 
@@ -76,7 +77,7 @@ class WarehouseCatalog:
 
     def get(self, key: str) -> SqlTable:
         """A table by `layer/table` or `layer.table`."""
-        wanted = key.replace("/", ".").lower()
+        wanted = qualified(key).lower()
         for table in self.tables:
             if table.qualified == wanted:
                 return table

@@ -1,6 +1,6 @@
 """Which tables each SQL table reads, and the cross-check against what it declares (`@deps`).
 
-The tables come from the lineage engine's parse of the SQL (`sharp_dagster.lineage.project.project_lineage`), so
+The tables come from the lineage engine's parse of the SQL (`sharp_dagster.warehouse.catalog_lineage.project_lineage`), so
 the asset graph is derived from the SQL and cannot drift from it: a table that is an asset becomes an upstream
 asset, any other table an external source. Where a file also declares its deps, the two must agree, or loading
 fails naming the asset and the missing/extra tables. An unparsable file fails naming its path, line and column.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sharp_dagster.lineage.parser import ScriptLineage
-from sharp_dagster.lineage.project import project_lineage
 from sharp_dagster.warehouse.catalog import WarehouseCatalog, WarehouseDefinitionError
+from sharp_dagster.warehouse.catalog_lineage import project_lineage
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ def _collect_cmd(cdc, config: Path, state: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "sharp_dagster.cdc.cli",
+        "sharp_dagster.cli.cdc",
         "collect",
         "--config",
         str(config),

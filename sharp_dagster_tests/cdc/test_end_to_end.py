@@ -15,7 +15,7 @@ and as the binlog event time). When the collector has caught up it sends heartbe
 server's clock (`source_clock.SourceClock`); the server's real clock is years ahead of the simulated days, and
 `SET timestamp` is per session, so the collector is given a clock reading the simulated time instead: in process
 as its `clock` argument, in the subprocess by a `sitecustomize` that replaces `SourceClock.__call__` (the command
-itself is the plain `python -m sharp_dagster.cdc.cli`). test_collector.py checks that the real `SourceClock`
+itself is the plain `python -m sharp_dagster.cli.cdc`). test_collector.py checks that the real `SourceClock`
 reads the server, whatever the collector host's clock says.
 """
 
@@ -408,7 +408,7 @@ class Pipeline:
         return [
             sys.executable,
             "-m",
-            "sharp_dagster.cdc.cli",
+            "sharp_dagster.cli.cdc",
             "collect",
             "--config",
             str(config),

@@ -293,7 +293,7 @@ def state_low(state: dict) -> int:
 def test_cli_land_keeps_offsets_and_watermarks_between_runs(cdc, spark, table_store, capsys):
     import yaml
 
-    from sharp_dagster.cdc.cli import main
+    from sharp_dagster.cli.cdc import main
 
     db = cdc.new_database()
     cdc.sql(db, "CREATE TABLE user_info_1 (id INT PRIMARY KEY)", "INSERT INTO user_info_1 VALUES (1), (2)")

@@ -19,7 +19,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def cli(monkeypatch, db_url, dqc_store):
     monkeypatch.setenv("SHARP_LOG_DB_URL", db_url)
     monkeypatch.setattr(
-        top, "COMMAND_MODULES", list(dict.fromkeys([*top.COMMAND_MODULES, "sharp_dagster.dqc.cli"]))
+        top, "COMMAND_MODULES", list(dict.fromkeys([*top.COMMAND_MODULES, "sharp_dagster.cli.dqc"]))
     )
 
     def run(*argv: str) -> int:

@@ -4,8 +4,6 @@ point. The rerun itself runs Dagster and Spark: see sharp_dagster_tests/logdrive
 from __future__ import annotations
 
 import json
-import sys
-import types
 from datetime import timedelta
 
 import pytest
@@ -31,11 +29,11 @@ def _day(offset: int) -> str:
 def project(monkeypatch):
     """Log-driven assets of the tests' own (a daily and an hourly one whose periods have all elapsed).
 
-    Returns the calls that reached `orchestration.rerun_periods`: the tests here check what the command line
+    Returns the calls that reached `cli/rerun.rerun_periods`: the tests here check what the command line
     refuses before any run starts, so a call there is recorded and refused (the real re-run is tested in
     logdriven/test_rerun.py).
     """
-    from sharp_dagster import orchestration
+    from sharp_dagster.cli import rerun as orchestration
 
     calls: list[tuple[str, list]] = []
 
@@ -43,12 +41,11 @@ def project(monkeypatch):
         calls.append((key, list(periods)))
         raise AssertionError(f"rerun_periods reached for {key}: the command line should have refused")
 
-    project_module = types.ModuleType("sharp_dagster.project")
-    project_module.log_driven_assets = lambda: {
-        ASSET: SPEC,
-        "ods/clicks": PeriodSpec("hourly", START, SPEC.end),
-    }
-    monkeypatch.setitem(sys.modules, "sharp_dagster.project", project_module)
+    from sharp_dagster.cli import log as log_cli
+
+    monkeypatch.setattr(
+        log_cli, "_known_assets", lambda: {ASSET: SPEC, "ods/clicks": PeriodSpec("hourly", START, SPEC.end)}
+    )
     monkeypatch.setattr(orchestration, "rerun_periods", must_not_run)
     return calls
 

@@ -11,15 +11,15 @@ import pytest
 
 import sharp_dagster.cli as project_cli
 from sharp_dagster.cli import CliError
-from sharp_dagster.lineage import cli as lineage_cli
+from sharp_dagster.cli import lineage as lineage_cli
 
 from .conftest import make_catalog
 
 
 def run_main(monkeypatch, argv: list[str], stdin: str = "") -> int:
-    if "sharp_dagster.lineage.cli" not in project_cli.COMMAND_MODULES:
+    if "sharp_dagster.cli.lineage" not in project_cli.COMMAND_MODULES:
         monkeypatch.setattr(
-            project_cli, "COMMAND_MODULES", [*project_cli.COMMAND_MODULES, "sharp_dagster.lineage.cli"]
+            project_cli, "COMMAND_MODULES", [*project_cli.COMMAND_MODULES, "sharp_dagster.cli.lineage"]
         )
     monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
     return project_cli.main(argv)

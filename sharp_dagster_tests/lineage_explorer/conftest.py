@@ -19,8 +19,8 @@ from sharp_dagster.lineage.graph import Dataset, LineageGraph, dataset_urn
 @pytest.fixture(scope="session")
 def project_graph() -> LineageGraph:
     """The demo project's graph, built from the catalog exactly as `sharp-dagster lineage graph` builds it."""
-    from sharp_dagster.lineage.project import build_project_graph
     from sharp_dagster.warehouse.catalog import load_catalog
+    from sharp_dagster.warehouse.catalog_lineage import build_project_graph
 
     return build_project_graph(load_catalog())
 

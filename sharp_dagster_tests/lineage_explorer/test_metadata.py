@@ -17,8 +17,8 @@ from sharp_dagster.lineage.parser import parse_script
 
 @pytest.fixture(scope="module")
 def gmv_lineage():
-    from sharp_dagster.lineage.project import project_lineage
     from sharp_dagster.warehouse.catalog import load_catalog
+    from sharp_dagster.warehouse.catalog_lineage import project_lineage
 
     return project_lineage(load_catalog())["ads.gmv_by_category"]
 

@@ -97,11 +97,11 @@ def test_check_passes_on_every_demo_sql_asset(warehouse):
 
 def _misleading_asset(defs, name: str, runs: str, parser_told: str, upstream: list[str], external: list[str]):
     from sharp_dagster.assets.sql_assets import build_sql_asset
-    from sharp_dagster.definitions import CATALOG, GRAINS, STARTS
+    from sharp_dagster.definitions import CATALOG, GRAINS, LAYOUT
 
     base = CATALOG.by_qualified()["dwd.user_dim"]
     table = replace(base, name=name, sql=runs, rendered=parser_told, declared_deps=None)
-    asset = build_sql_asset(table, upstream, external, GRAINS, STARTS)
+    asset = build_sql_asset(table, upstream, external, GRAINS, LAYOUT.sql_log_asset(table, upstream))
     ods = [a for a in defs.assets if getattr(a, "key", None) is not None and a.key.path[0] == "ods"]
     return table, asset, ods
 

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from sharp_dagster.lineage import openlineage
-from sharp_dagster.lineage.openlineage import JobLineage, build_run_event, emit_run_event, register_lineage
+from sharp_dagster.lineage.openlineage import JobLineage, build_run_event, emit_run_event
 from sharp_dagster.lineage.parser import parse_script
 from sharp_dagster_tests.lineage_runtime.ol_schema import column_lineage_of, validate_run_event
 
@@ -115,10 +115,14 @@ def test_schema_validation_catches_a_broken_event():
 
 
 def test_default_transport_appends_to_the_data_folder(ol_env):
-    register_lineage("ads/t", _lineage())
     run_id = openlineage.new_run_id()
-    emit_run_event("START", job_name="ads/t", run_id=run_id, nominal_start=datetime(2024, 1, 1))
-    emit_run_event("COMPLETE", job_name="ads/t", run_id=run_id, output_fields=[("user_id", "bigint")])
+    lineage = _lineage()
+    emit_run_event(
+        "START", job_name="ads/t", run_id=run_id, nominal_start=datetime(2024, 1, 1), lineage=lineage
+    )
+    emit_run_event(
+        "COMPLETE", job_name="ads/t", run_id=run_id, output_fields=[("user_id", "bigint")], lineage=lineage
+    )
     path = ol_env / "data" / "openlineage" / "events.jsonl"
     events = [json.loads(line) for line in path.read_text().splitlines()]
     assert [e["eventType"] for e in events] == ["START", "COMPLETE"]
@@ -151,9 +155,10 @@ def test_http_endpoint_by_environment_with_the_key_never_logged(ol_env, monkeypa
         _Collector.received.clear()
         monkeypatch.setenv("OPENLINEAGE_URL", f"http://127.0.0.1:{server.server_address[1]}")
         monkeypatch.setenv("OPENLINEAGE_API_KEY", "sekrit-key-123")
-        register_lineage("ads/t", _lineage())
         with caplog.at_level(logging.INFO):
-            event = emit_run_event("START", job_name="ads/t", run_id=openlineage.new_run_id())
+            event = emit_run_event(
+                "START", job_name="ads/t", run_id=openlineage.new_run_id(), lineage=_lineage()
+            )
         assert event is not None
         (path, headers, body) = _Collector.received[0]
         assert path == "/api/v1/lineage"

@@ -1,4 +1,4 @@
-"""`sharp-dagster log rerun` and `orchestration.rerun_periods` for real: Dagster runs in the project's instance
+"""`sharp-dagster log rerun` and `cli/rerun.rerun_periods` for real: Dagster runs in the project's instance
 (DAGSTER_HOME) over a small warehouse with real Spark, one run per period, in order, stopping at the first failure.
 """
 
@@ -11,7 +11,7 @@ from dagster import AssetKey, DagsterInstance, RunsFilter
 from sharp_dagster import cli
 from sharp_dagster.joblog.planner import refresh_periods
 from sharp_dagster.logdriven import REFRESH_TAG
-from sharp_dagster.project import log_driven_assets
+from sharp_dagster.warehouse.layout import layout
 
 ASSET = "ods/product"
 
@@ -23,8 +23,8 @@ def product_rows(jl):
 
 
 def test_rerun_runs_periods_in_order_and_stops_at_the_first_failure(own_feed, tmp_path, monkeypatch, capsys):
+    from sharp_dagster.cli.rerun import rerun_periods
     from sharp_dagster.logdriven import job_log
-    from sharp_dagster.orchestration import rerun_periods
 
     home = tmp_path / "dagster_home"
     monkeypatch.setenv("DAGSTER_HOME", str(home))
@@ -50,7 +50,7 @@ def test_rerun_runs_periods_in_order_and_stops_at_the_first_failure(own_feed, tm
 
     # The API over four days: the two done days run again (a refresh), day 3 fails (its binlog has not landed),
     # day 4 is not attempted.
-    periods = refresh_periods(log_driven_assets()[ASSET], "2024-01-01", "2024-01-04")
+    periods = refresh_periods(layout().log_assets[ASSET].spec, "2024-01-01", "2024-01-04")
     report = io.StringIO()
     assert rerun_periods(ASSET, periods, out=report) == 1
     text = report.getvalue()

@@ -107,19 +107,17 @@ def test_lookback_and_other_grain_periods_are_gated(jl):
 
 def test_every_log_driven_upstream_is_gated_with_its_lookback():
     """The job-log view of a SQL table gates all its log-driven upstreams (not only those of another grain)."""
-    from sharp_dagster.assets.sql_assets import build_sql_asset, log_driven_spec
-    from sharp_dagster.definitions import CATALOG, GRAINS, LOG_ASSETS, STARTS
+    from sharp_dagster.warehouse.layout import layout
 
-    detail = LOG_ASSETS["dwd/order_detail"]
+    detail = layout().log_assets["dwd/order_detail"]
     assert {k: v.lookback for k, v in detail.upstream.items()} == {
         "ods/orders": 0,
         "ods/order_item": 0,
         "ods/product": 0,
     }
-    base = CATALOG.by_qualified()["dwd.order_detail"]
+    base = layout().catalog.by_qualified()["dwd.order_detail"]
     table = replace(base, name="order_detail_lb", lookback={"ods.orders": 6})
-    build_sql_asset(table, ["ods.orders", "ods.order_item", "ods.product"], [], GRAINS, STARTS)
-    gated = log_driven_spec(table, GRAINS, STARTS).upstream
+    gated = layout().sql_log_asset(table, ["ods.orders", "ods.order_item", "ods.product"]).upstream
     assert gated["ods/orders"].lookback == 6 and gated["ods/orders"].spec.grain == "daily"
     window = gated["ods/orders"].window(DAILY.period_for_key("2024-01-10"))
     assert window == (datetime(2024, 1, 4), datetime(2024, 1, 11))
@@ -220,16 +218,16 @@ def test_direct_materialization_refuses_a_failed_upstream_then_runs(own_feed, sp
 
 
 def test_cli_rerun_refuses_running_failed_and_never_run_upstreams(own_feed, spark, tmp_path, monkeypatch):
+    from sharp_dagster.cli.rerun import rerun_periods
     from sharp_dagster.joblog.planner import refresh_periods
     from sharp_dagster.logdriven import job_log
-    from sharp_dagster.orchestration import rerun_periods
-    from sharp_dagster.project import log_driven_assets
+    from sharp_dagster.warehouse.layout import layout
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     jl = job_log()
     row = _fail_orders(own_feed, spark, jl)
     detail = "dwd/order_detail"
-    spec = log_driven_assets()[detail]
+    spec = layout().log_assets[detail].spec
 
     # The latest attempt of ods/orders [DAY] is FAILURE: `log rerun` of the downstream is refused.
     report = io.StringIO()

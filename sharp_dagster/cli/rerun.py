@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 
 from sharp_dagster.logdriven import REFRESH_TAG
+from sharp_dagster.naming import parts
 from sharp_dagster.periods import Period
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -26,7 +27,7 @@ def rerun_periods(asset_key: str, periods: Sequence[Period], out=None) -> int:
     from sharp_dagster.settings import Settings
 
     ensure_dagster_home(Settings.from_env())
-    key = AssetKey(asset_key.split("/"))
+    key = AssetKey(parts(asset_key))
     assets = list(defs.assets or [])
     with DagsterInstance.get() as instance:
         for i, period in enumerate(periods, start=1):

@@ -272,8 +272,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
+    from sharp_dagster.cli.log import _known_assets
     from sharp_dagster.db import BadDatabaseUrl, DatabaseUnavailable
-    from sharp_dagster.joblog.cli import _known_assets
     from sharp_dagster.joblog.rollback import RollbackRefused, rollback_table
     from sharp_dagster.joblog.store import JobLog
     from sharp_dagster.spark.iceberg import StalePublishError

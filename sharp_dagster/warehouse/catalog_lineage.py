@@ -11,13 +11,22 @@ The catalog is only used through the attributes below, so any object with them w
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from typing import Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from sharp_dagster.lineage.graph import Dataset, LineageGraph, split_qualified
 from sharp_dagster.lineage.parser import LineageParseError, ScriptLineage, parse_script
+from sharp_dagster.naming import key_str
+from sharp_dagster.settings import warehouse_sql_dir
 
-__all__ = ["build_project_graph", "project_lineage"]
+if TYPE_CHECKING:  # the OpenLineage client is imported only by what sends events
+    from sharp_dagster.lineage.openlineage import JobLineage
+
+__all__ = ["build_project_graph", "job_lineage", "project_lineage"]
+
+log = logging.getLogger(__name__)
 
 
 def _parse(table: Any, schema: Mapping[str, Mapping[str, str]]) -> ScriptLineage:
@@ -153,3 +162,40 @@ def build_project_graph(catalog: Any, results: Mapping[str, ScriptLineage] | Non
                 ensure(table)
                 column_edges.append(((datasets[table].urn, scol), (datasets[target].urn, tcol)))
     return LineageGraph(datasets.values(), edges, column_edges, dependency_edges)
+
+
+@lru_cache(maxsize=4)
+def _job_lineages(sql_dir: str) -> dict[str, JobLineage]:
+    """Every job's lineage as the project knows it: SQL tables parsed, other assets from the catalog's edges."""
+    from sharp_dagster.lineage.openlineage import JobLineage
+    from sharp_dagster.warehouse.catalog import load_catalog
+
+    catalog = load_catalog(sql_dir)
+    results = project_lineage(catalog)
+    schemas = project_schemas(catalog, results)
+    jobs = {
+        t.asset_key_str: JobLineage.from_script(results[t.qualified], t.qualified, schemas, t.rendered)
+        for t in catalog.tables
+    }
+    by_target: dict[str, list[str]] = {}
+    for src, dst in catalog.extra_edges or []:
+        by_target.setdefault(dst, []).append(src)
+    for dst, srcs in by_target.items():
+        out_cols = schemas.get(dst) or {}
+        columns = {c: [f"{s}.{c}" for s in srcs if c in (schemas.get(s) or {})] for c in out_cols}
+        jobs[key_str(dst)] = JobLineage(
+            target=dst,
+            inputs=sorted(set(srcs)),
+            columns={c: s for c, s in columns.items() if s},
+            input_schemas={s: list(schemas[s]) for s in srcs if s in schemas},
+        )
+    return jobs
+
+
+def job_lineage(job_name: str) -> JobLineage | None:
+    """The project's lineage of one job (`layer/table`), for its OpenLineage events; None when unknown."""
+    try:
+        return _job_lineages(str(warehouse_sql_dir())).get(job_name)
+    except Exception as exc:  # lineage is best effort: a bad catalog fails loading elsewhere, with its file
+        log.warning("no lineage for %s: %s: %s", job_name, type(exc).__name__, exc)
+        return None

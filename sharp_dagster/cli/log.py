@@ -1,7 +1,7 @@
 """`sharp-dagster log ...`: look at and operate the job log (status, pending queue, ordered re-runs, takeover).
 
 Asset keys are written `layer/table`. The known log-driven assets and their periods come from
-`sharp_dagster.project.log_driven_assets`; re-runs are handed to `sharp_dagster.orchestration.rerun_periods`,
+the project's layout (`sharp_dagster.warehouse.layout`); re-runs are handed to `sharp_dagster.cli.rerun.rerun_periods`,
 which runs them in order through Dagster.
 """
 
@@ -78,14 +78,14 @@ def _check_key(key: str) -> str:
 
 
 def _known_assets() -> dict[str, PeriodSpec]:
+    """The periods of every log-driven asset of the project (`sharp_dagster.warehouse.layout`)."""
+    from sharp_dagster.warehouse.catalog import WarehouseDefinitionError
+    from sharp_dagster.warehouse.layout import layout
+
     try:
-        from sharp_dagster.project import log_driven_assets
-    except ImportError as exc:
-        raise CliError(
-            f"cannot load the project's log-driven assets (sharp_dagster.project): {exc}"
-        ) from None
-    assets = log_driven_assets() if callable(log_driven_assets) else log_driven_assets
-    return dict(assets)
+        return {key: asset.spec for key, asset in layout().log_assets.items()}
+    except WarehouseDefinitionError as exc:
+        raise CliError(f"cannot load the project's log-driven assets: {exc}") from None
 
 
 def _spec_of(key: str) -> PeriodSpec:
@@ -250,7 +250,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         periods = refresh_periods(spec, args.from_, args.to)
     except ValueError as exc:
         raise CliError(f"{args.asset}: {exc}") from None
-    from sharp_dagster.orchestration import rerun_periods
+    from sharp_dagster.cli.rerun import rerun_periods
 
     print(
         f"re-running {len(periods)} {spec.grain} period(s) of {args.asset} in order: "

@@ -8,7 +8,7 @@
 The password is read from the environment only, never from a flag (flags show up in `ps`). `collect` without
 `--once` runs until SIGTERM/SIGINT and then stops cleanly: it flushes and saves the last commit. `land` keeps
 its offsets and watermarks in a small JSON file (the Dagster jobs keep them in the job log instead) and writes
-the done markers. Also runnable as `python -m sharp_dagster.cdc.cli`.
+the done markers. Also runnable as `python -m sharp_dagster.cli.cdc`.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point (`python -m sharp_dagster.cdc.cli collect ...`)."""
+    """Standalone entry point (`python -m sharp_dagster.cli.cdc collect ...`)."""
     from sharp_dagster.cli import CliError
 
     parser = argparse.ArgumentParser(prog="sharp-dagster")

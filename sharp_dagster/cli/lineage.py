@@ -29,7 +29,7 @@ def _load_catalog() -> Any:
 
 
 def _project_graph() -> Any:
-    from sharp_dagster.lineage.project import build_project_graph
+    from sharp_dagster.warehouse.catalog_lineage import build_project_graph
 
     try:
         return build_project_graph(_load_catalog())

@@ -1,19 +1,20 @@
-"""`sharp-dagster`: the project's command line. Each group of sub-commands lives next to the engine it drives."""
+"""`sharp-dagster`: the project's command line. One module of this package per group of sub-commands; the demo's
+group is registered when the demo is installed (`sharp_dagster/demo/` may be deleted)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 # Modules that contribute sub-commands through `register(subparsers)`.
 COMMAND_MODULES = [
-    "sharp_dagster.demo.cli",
-    "sharp_dagster.joblog.cli",
-    "sharp_dagster.lineage.cli",
-    "sharp_dagster.dqc.cli",
-    "sharp_dagster.cdc.cli",
-    "sharp_dagster.spark.cli",
+    "sharp_dagster.cli.log",
+    "sharp_dagster.cli.lineage",
+    "sharp_dagster.cli.dqc",
+    "sharp_dagster.cli.cdc",
+    "sharp_dagster.cli.tables",
 ]
 
 
@@ -21,10 +22,15 @@ class CliError(Exception):
     """A user error: printed as one line, exit status 2."""
 
 
+def _demo() -> list[str]:
+    """The demo's command group, when the demo package is there."""
+    return ["sharp_dagster.demo.cli"] if importlib.util.find_spec("sharp_dagster.demo") else []
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sharp-dagster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in [*_demo(), *COMMAND_MODULES]:
         importlib.import_module(name).register(sub)
     return parser
 

@@ -9,14 +9,15 @@ asset's start is the bootstrap snapshot.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from functools import cache
 from pathlib import Path
 
 from sharp_dagster.cdc.config import SourceConfig, TableConfig, load_source_config
 from sharp_dagster.settings import warehouse_sql_dir
+from sharp_dagster.warehouse.catalog import DEFAULT_START
 
-START = "2024-01-01"
+START = DEFAULT_START  # the CDC path starts with the warehouse
 SHARD_COLUMN = "source_table"
 
 
@@ -76,15 +77,6 @@ def landing_assets() -> list[tuple[SourceConfig, str, str]]:
 def bootstrap_day(start: str = START) -> str:
     """The state partition holding the snapshot: the day before the first merged day."""
     return (date.fromisoformat(start) - timedelta(days=1)).isoformat()
-
-
-def cdc_period_specs() -> dict:
-    from sharp_dagster.periods import PeriodSpec
-
-    specs = {t.asset_key_str: PeriodSpec("daily", datetime.fromisoformat(START)) for t in ods_tables()}
-    for _, db, _ in landing_assets():
-        specs[f"original_binlog/{db}"] = PeriodSpec("hourly", datetime.fromisoformat(START))
-    return specs
 
 
 def lineage_edges(physical_tables: dict[str, list[str]] | None = None) -> list[tuple[str, str]]:

@@ -6,7 +6,7 @@ import pytest
 
 from sharp_dagster.lineage.governance import check
 from sharp_dagster.lineage.graph import dataset_urn
-from sharp_dagster.lineage.project import build_project_graph, project_lineage
+from sharp_dagster.warehouse.catalog_lineage import build_project_graph, project_lineage
 
 from .conftest import make_catalog
 
