@@ -40,7 +40,7 @@ _RUN = textwrap.dedent(
     argv, stdin, watched = json.loads(sys.argv[1])
     sys.stdin = io.StringIO(stdin)
     out = io.StringIO()
-    from sharp_dagster.cli import build_parser, main
+    from sharp_dagster.cli.main import build_parser, main
     with contextlib.redirect_stdout(out):
         try:
             code = main(argv) if argv is not None else (build_parser(), 0)[1]
@@ -71,7 +71,7 @@ def _subcommand_paths() -> list[list[str]]:
     sub-command is covered without editing this test."""
     import argparse
 
-    from sharp_dagster.cli import build_parser
+    from sharp_dagster.cli.main import build_parser
 
     paths: list[list[str]] = []
 

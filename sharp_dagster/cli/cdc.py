@@ -32,7 +32,7 @@ PASSWORD_ENV = "SHARP_CDC_MYSQL_PASSWORD"
 
 
 def _cli_error(message: str) -> Exception:
-    from sharp_dagster.cli import CliError
+    from sharp_dagster.cli.main import CliError
 
     return CliError(message)
 
@@ -206,7 +206,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry point (`python -m sharp_dagster.cli.cdc collect ...`)."""
-    from sharp_dagster.cli import CliError
+    from sharp_dagster.cli.main import CliError
 
     parser = argparse.ArgumentParser(prog="sharp-dagster")
     register(parser.add_subparsers(dest="command", required=True))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from sharp_dagster.cli import CliError
+from sharp_dagster.cli.main import CliError
 from sharp_dagster.settings import WAREHOUSE_SQL_DIR, Settings
 
 DEFAULT_RULES_DIR = WAREHOUSE_SQL_DIR / "quality"

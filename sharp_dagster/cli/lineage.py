@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from sharp_dagster.cli import CliError
+from sharp_dagster.cli.main import CliError
 
 # Engines (sqlglot, the catalog, the explorer's server) are imported inside the command that uses them, so that
 # building the CLI's parser stays cheap: `sharp-dagster --help` and `lineage parse` must start in well under 1 s.

@@ -12,7 +12,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from sharp_dagster.cli import CliError
+from sharp_dagster.cli.main import CliError
 
 # The job log's engine (SQLAlchemy, Alembic) is imported inside the commands: building the CLI's parser, which
 # every `sharp-dagster` call does, must not pay for it.

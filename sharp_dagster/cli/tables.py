@@ -22,7 +22,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sharp_dagster.cli import CliError
+from sharp_dagster.cli.main import CliError
 
 # Spark, the job log's engine and the project's assets are imported inside the commands: building the CLI's
 # parser (every `sharp-dagster` call) must not start a JVM or load SQLAlchemy.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from sharp_dagster.cli import CliError
+from sharp_dagster.cli.main import CliError
 
 
 def _date(value: str) -> str:

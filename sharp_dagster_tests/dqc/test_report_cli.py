@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import sharp_dagster.cli as top
+import sharp_dagster.cli.main as top
 from sharp_dagster.dqc.report import expectation_text
 from sharp_dagster_tests.dqc.test_evaluate import _result
 

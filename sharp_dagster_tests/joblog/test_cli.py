@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from sharp_dagster import cli
+from sharp_dagster.cli import main as cli
 from sharp_dagster.joblog.models import FAILURE, SUCCESS
 from sharp_dagster.joblog.store import JobLog, utcnow
 from sharp_dagster.periods import PeriodSpec

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-import sharp_dagster.cli as project_cli
-from sharp_dagster.cli import CliError
+import sharp_dagster.cli.main as project_cli
 from sharp_dagster.cli import lineage as lineage_cli
+from sharp_dagster.cli.main import CliError
 
 from .conftest import make_catalog
 

@@ -8,7 +8,7 @@ import io
 
 from dagster import AssetKey, DagsterInstance, RunsFilter
 
-from sharp_dagster import cli
+from sharp_dagster.cli import main as cli
 from sharp_dagster.joblog.planner import refresh_periods
 from sharp_dagster.logdriven import REFRESH_TAG
 from sharp_dagster.warehouse.layout import layout

@@ -10,7 +10,7 @@ from datetime import datetime
 
 import pytest
 
-from sharp_dagster.cli import main
+from sharp_dagster.cli.main import main
 from sharp_dagster.joblog.models import FAILURE, RUNNING, SUCCESS
 from sharp_dagster.joblog.planner import check_upstream_done
 from sharp_dagster.joblog.store import JobLog
