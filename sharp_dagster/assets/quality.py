@@ -17,8 +17,9 @@ from typing import Any
 
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetKey, MetadataValue
 
+from sharp_dagster.dqc.context import RuleContext
 from sharp_dagster.dqc.evaluate import RuleResult, quality_score
-from sharp_dagster.dqc.rules import Rule, RuleContext, load_rules
+from sharp_dagster.dqc.rules import Rule, load_rules
 from sharp_dagster.joblog.redact import scrub_text
 from sharp_dagster.naming import key_str, parts
 from sharp_dagster.spark.iceberg import IcebergTables, StagedPartition

@@ -2,8 +2,11 @@
 
 Plain Python + PySpark + SQLAlchemy, no Dagster import. Where things are decided:
 
-- `templates.py`: what each rule template measures (its SQL) and how parameters are validated and escaped;
-- `rules.py`: the YAML rule format, `load_rules` (all validation), rule version hashes, the run context;
+- `templates.py`: what each rule template measures (its SQL); `params.py`: how parameters are validated and
+  rendered; `quoting.py`: literals, identifiers and placeholders in SQL text; `errors.py`: `ParamError`;
+- `rules.py`: the YAML rule format, `load_rules` (all validation), rule version hashes; `context.py`: the run
+  context (`RuleContext`) and its placeholder values;
+- `sqlguard.py`: what a `custom_sql` rule may run (`check_custom_sql`);
 - `compiler.py`: how the rules of one asset partition become one aggregate query (+ per-rule queries);
 - `evaluate.py`: pass/fail/warn verdicts and the quality score;
 - `runner.py`: running on Spark (`RuleRunner`), blocking failures, alerts;
@@ -19,7 +22,7 @@ from typing import Any
 
 _EXPORTS = {
     "Rule": "rules",
-    "RuleContext": "rules",
+    "RuleContext": "context",
     "RuleError": "rules",
     "load_rules": "rules",
     "rules_for": "rules",

@@ -20,8 +20,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sharp_dagster.dqc.rules import Rule, RuleContext
-from sharp_dagster.dqc.templates import ParamError, check_custom_sql, fill, quote_table
+from sharp_dagster.dqc.context import RuleContext
+from sharp_dagster.dqc.errors import ParamError
+from sharp_dagster.dqc.quoting import fill, quote_table
+from sharp_dagster.dqc.rules import Rule
+from sharp_dagster.dqc.sqlguard import check_custom_sql
 
 DEFAULT_SAMPLE_LIMIT = 10
 

@@ -23,7 +23,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sharp_dagster.dqc.rules import Rule, RuleContext
+from sharp_dagster.dqc.context import RuleContext
+from sharp_dagster.dqc.rules import Rule
 
 SEVERITY_WEIGHTS = {"strong": 2, "weak": 1}
 

@@ -50,30 +50,16 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from sharp_dagster.dqc.sqlguard import check_declared_table
-from sharp_dagster.dqc.templates import (
-    COLUMNS,
-    CONTEXT_VARIABLES,
-    IDENTIFIER,
-    INTERNAL_VARIABLES,
-    ParamError,
-    ParamSpec,
-    RuleSql,
-    Schemas,
-    Template,
-    check_column,
-    check_custom_sql,
-    fill,
-    get_template,
-    render,
-    validate_params,
-)
+from sharp_dagster.dqc.errors import ParamError
+from sharp_dagster.dqc.params import COLUMNS, ParamSpec, Schemas, check_column, render, validate_params
+from sharp_dagster.dqc.quoting import CONTEXT_VARIABLES, IDENTIFIER, INTERNAL_VARIABLES, fill
+from sharp_dagster.dqc.sqlguard import check_custom_sql, check_declared_table
+from sharp_dagster.dqc.templates import RuleSql, Template, get_template
 
 COMPARATORS = (">", ">=", "=", "!=", "<=", "<", "between")
 SEVERITIES = ("strong", "weak")
@@ -169,43 +155,7 @@ def rule_version(
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-# ------------------------------------------------------------------------------------------------ context
-_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_\-:. ]*$")
-
-
-def _normalise_ts(value: Any, what: str) -> str:
-    """'YYYY-MM-DD HH:MM:SS' from a datetime/date or the usual text forms (ISO, yyyyMMddHHmmss, yyyy-MM-dd)."""
-    if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S")
-    if isinstance(value, date):
-        return f"{value.isoformat()} 00:00:00"
-    text = str(value).strip()
-    for fmt in (
-        "%Y-%m-%d %H:%M:%S",
-        "%Y-%m-%dT%H:%M:%S",
-        "%Y%m%d%H%M%S",
-        "%Y-%m-%d",
-        "%Y-%m-%d-%H:%M",
-        "%Y%m%d",
-    ):
-        try:
-            return datetime.strptime(text, fmt).strftime("%Y-%m-%d %H:%M:%S")
-        except ValueError:
-            continue
-    raise ValueError(f"{what}: cannot read {text!r} as a timestamp")
-
-
-def _window_of_partition(key: str) -> tuple[str, str] | None:
-    """The time window of a daily (`2024-01-01`) or hourly (`2024-01-01-05:00`) partition key."""
-    for fmt, step in (("%Y-%m-%d", timedelta(days=1)), ("%Y-%m-%d-%H:%M", timedelta(hours=1))):
-        try:
-            start = datetime.strptime(key, fmt)
-        except ValueError:
-            continue
-        return start.strftime("%Y-%m-%d %H:%M:%S"), (start + step).strftime("%Y-%m-%d %H:%M:%S")
-    return None
-
-
+# ------------------------------------------------------------------------------------------------ loading
 @dataclass(frozen=True)
 class SourceLines:
     """Where a rule sits in its YAML file (1-based lines), for error messages."""
@@ -236,81 +186,6 @@ def _file_line(lines: SourceLines | None, source: str, exc: ParamError) -> int |
     return start
 
 
-@dataclass(frozen=True)
-class RuleContext:
-    """What a run knows about the partition being checked.
-
-    `dt` defaults to the partition key's date; the window defaults to the partition's day or hour.
-    `source_count` / `target_count` are the job log's counts for reconciliation rules.
-    """
-
-    partition_key: str | None = None
-    dt: str | None = None
-    data_range_start: Any = None
-    data_range_end: Any = None
-    run_id: str | None = None
-    source_count: int | None = None
-    target_count: int | None = None
-
-    _KEYS = {
-        "partition_key": "partition_key",
-        "partition": "partition_key",
-        "dt": "dt",
-        "DATA_RANGE_START": "data_range_start",
-        "data_range_start": "data_range_start",
-        "DATA_RANGE_END": "data_range_end",
-        "data_range_end": "data_range_end",
-        "run_id": "run_id",
-        "source_count": "source_count",
-        "target_count": "target_count",
-    }
-
-    @classmethod
-    def coerce(
-        cls, value: RuleContext | Mapping[str, Any] | None, partition_key: str | None = None
-    ) -> RuleContext:
-        if value is None:
-            ctx = cls()
-        elif isinstance(value, RuleContext):
-            ctx = value
-        else:
-            unknown = sorted(set(value) - set(cls._KEYS))
-            if unknown:
-                raise ValueError(
-                    f"rule context: unknown key(s) {', '.join(unknown)} (known: {', '.join(cls._KEYS)})"
-                )
-            ctx = cls(**{cls._KEYS[k]: v for k, v in value.items()})
-        if partition_key is not None and ctx.partition_key is None:
-            ctx = cls(**{**ctx.__dict__, "partition_key": partition_key})
-        return ctx
-
-    def variables(self) -> dict[str, str]:
-        """Values for the run-time placeholders; each is checked to hold only safe characters."""
-        out: dict[str, str] = {}
-        key = self.partition_key
-        if key is not None:
-            out["partition"] = str(key)
-        dt = self.dt or (str(key)[:10] if key and re.match(r"^\d{4}-\d{2}-\d{2}", str(key)) else None)
-        if dt is not None:
-            out["dt"] = str(dt)
-        window = _window_of_partition(str(key)) if key else None
-        if self.data_range_start is not None:
-            out["DATA_RANGE_START"] = str(self.data_range_start)
-            out["_window_start"] = _normalise_ts(self.data_range_start, "DATA_RANGE_START")
-        elif window:
-            out["_window_start"] = window[0]
-        if self.data_range_end is not None:
-            out["DATA_RANGE_END"] = str(self.data_range_end)
-            out["_window_end"] = _normalise_ts(self.data_range_end, "DATA_RANGE_END")
-        elif window:
-            out["_window_end"] = window[1]
-        for name, value in out.items():
-            if not _SAFE_VALUE.match(value):
-                raise ValueError(f"rule context: unsafe value {value!r} for ${{{name}}}")
-        return out
-
-
-# ------------------------------------------------------------------------------------------------ loading
 def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None

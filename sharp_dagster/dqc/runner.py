@@ -26,10 +26,11 @@ from typing import Any, Protocol
 from pyspark.sql import DataFrame, SparkSession
 
 from sharp_dagster.dqc.compiler import DEFAULT_SAMPLE_LIMIT, CompiledRule, compile_rules
+from sharp_dagster.dqc.context import RuleContext
 from sharp_dagster.dqc.evaluate import RuleResult, Verdict, judge, judge_error, quality_score
-from sharp_dagster.dqc.rules import Rule, RuleContext
+from sharp_dagster.dqc.quoting import IDENTIFIER
+from sharp_dagster.dqc.rules import Rule
 from sharp_dagster.dqc.store import DqcStore, keys_to_json
-from sharp_dagster.dqc.templates import IDENTIFIER
 
 __all__ = [
     "BlockingFailure",

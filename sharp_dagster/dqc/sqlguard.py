@@ -22,7 +22,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from sharp_dagster.dqc.templates import ParamError
+from sharp_dagster.dqc.errors import ParamError
+from sharp_dagster.dqc.quoting import CONTEXT_VARIABLES, PLACEHOLDER
 
 # A name that stands for `${table}` while the SQL is parsed; a rule that writes it itself is refused.
 STAGED_PROBE = "__dqc_staged_rows__"
@@ -96,6 +97,24 @@ def _line(node, text: str, token: str) -> int | None:
             return int(meta["line"])
     at = text.lower().find(token.lower())
     return None if at < 0 else text.count("\n", 0, at) + 1
+
+
+def check_custom_sql(text: str, reads: Iterable[str] = ()) -> None:
+    """Custom SQL must be one SELECT (no DDL/DML, no second statement) using only known placeholders, reading
+    only `${table}`, its own CTEs and the `reads` tables, and calling nothing that reaches the JVM or the file
+    system (`check_select`). Raises `ParamError` (a `SqlRejected` with the SQL line when it can)."""
+    names = set(PLACEHOLDER.findall(text))
+    unknown = sorted(names - CONTEXT_VARIABLES)
+    if unknown:
+        known = ", ".join("${" + n + "}" for n in sorted(CONTEXT_VARIABLES))
+        raise ParamError(f"custom sql: unknown placeholder(s) {', '.join(unknown)} (known: {known})")
+    if STAGED_PROBE in text.lower():
+        raise ParamError(f"custom sql may not name {STAGED_PROBE}: read the partition through ${{table}}")
+    probe = PLACEHOLDER.sub(lambda m: STAGED_PROBE if m.group(1) == "table" else "0", text)
+    if "${" in probe:
+        # e.g. ${spark.app.name}: Spark's own variable substitution would expand it; only ours are allowed.
+        raise ParamError("custom sql: only ${name} placeholders of the run context are allowed")
+    check_select(probe, reads)
 
 
 def check_select(probe: str, reads: Iterable[str] = ()) -> None:

@@ -1,14 +1,8 @@
 """Rule templates: parameterised Spark SQL that measures ONE number over an asset's partition.
 
-A template is SQL text with `${placeholders}` plus typed parameters, as in the DQC design of seed 001. Rendering
-happens in two phases so that nothing a rule author writes reaches Spark unchecked:
-
-1. At load time (`Template.build`) every parameter is validated for its type and rendered to a SQL fragment:
-   identifiers must match `^[A-Za-z_][A-Za-z0-9_]*$` *and* exist in the table's schema, and are back-quoted;
-   strings and regexes become escaped literals (see `sql_string`); numbers are re-printed from floats. The
-   result (`RuleSql`) still holds the run-time placeholders of `CONTEXT_VARIABLES`.
-2. At run time the compiler fills those from the run's context (`${table}` is the partition's view; `${dt}`,
-   `${partition}`, `${DATA_RANGE_START}`, `${DATA_RANGE_END}` are values checked against a safe character set).
+This module owns the catalogue (`TEMPLATES`): each template's SQL text, typed parameters (`params.py`, which also
+describes how a rule's values are checked and rendered) and the builder that makes a rule's SQL, as in the DQC
+design of seed 001.
 
 A template yields up to four pieces of SQL (`RuleSql`):
 - `scan`: an aggregate expression over the partition's rows. All scan expressions of one asset partition are
@@ -26,281 +20,29 @@ A template yields up to four pieces of SQL (`RuleSql`):
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-# Filled by the compiler at run time; everything else must be resolved at load time.
-CONTEXT_VARIABLES = frozenset({"table", "partition", "dt", "DATA_RANGE_START", "DATA_RANGE_END"})
-# Internal run-time placeholders used by built-in templates (normalised timestamps, sample size).
-INTERNAL_VARIABLES = frozenset({"_window_start", "_window_end", "limit"})
-
-NUMERIC_TYPES = (
-    "tinyint",
-    "smallint",
-    "int",
-    "integer",
-    "bigint",
-    "long",
-    "float",
-    "double",
-    "decimal",
-    "short",
+from sharp_dagster.dqc.errors import ParamError
+from sharp_dagster.dqc.params import (
+    COLUMN,
+    COLUMNS,
+    INTEGRAL_TYPES,
+    NUMBER,
+    NUMERIC_TYPES,
+    REGEX,
+    SQL,
+    STRING,
+    STRING_LIST,
+    TABLE,
+    TIME_TYPES,
+    ParamSpec,
 )
-INTEGRAL_TYPES = ("tinyint", "smallint", "int", "integer", "bigint", "long", "short", "byte")
-TIME_TYPES = ("timestamp", "timestamp_ntz", "date", "string")
-
-COLUMN = "column"
-COLUMNS = "columns"
-NUMBER = "number"
-STRING = "string"
-STRING_LIST = "string_list"
-TABLE = "table"
-REGEX = "regex"
-SQL = "sql"
-PARAM_TYPES = (COLUMN, COLUMNS, NUMBER, STRING, STRING_LIST, TABLE, REGEX, SQL)
+from sharp_dagster.dqc.quoting import quote_ident
 
 
-class ParamError(ValueError):
-    """A parameter is missing, unknown or not of its declared type; rules.py adds the file and rule id."""
-
-
-# ------------------------------------------------------------------------------------------------ rendering
-def sql_string(value: str) -> str:
-    """A Spark SQL string literal that cannot end early or smuggle in a placeholder.
-
-    Quote and backslash are backslash-escaped (Spark's default literal syntax); `$` and control characters are
-    written as `\\uXXXX` so that no `${...}` survives in the SQL text for variable substitution to expand.
-
-    >>> sql_string("it's")
-    "'it\\\\'s'"
-    """
-    out = []
-    for ch in value:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == "'":
-            out.append("\\'")
-        elif ch == "$" or ch == '"' or ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return "'" + "".join(out) + "'"
-
-
-def quote_ident(name: str) -> str:
-    if not IDENTIFIER.match(name):
-        raise ParamError(f"not a plain identifier: {name!r}")
-    return f"`{name}`"
-
-
-def quote_table(name: str) -> str:
-    """`db.table` (or a bare temp-view name) as back-quoted identifiers."""
-    parts = name.split(".")
-    if not 1 <= len(parts) <= 2:
-        raise ParamError(f"not a table name of the form db.table: {name!r}")
-    return ".".join(quote_ident(p) for p in parts)
-
-
-def format_number(value: float | int) -> str:
-    if isinstance(value, int):
-        return str(value)
-    if value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(float(value))
-
-
-def fill(text: str, values: Mapping[str, str], keep: frozenset[str] = frozenset()) -> str:
-    """Replace `${name}` from `values`; names in `keep` stay for a later phase; any other name is an error."""
-
-    def sub(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name in values:
-            return values[name]
-        if name in keep:
-            return match.group(0)
-        raise ParamError(f"unknown placeholder ${{{name}}}")
-
-    return PLACEHOLDER.sub(sub, text)
-
-
-# ------------------------------------------------------------------------------------------------ parameters
-@dataclass(frozen=True)
-class ParamSpec:
-    """One typed parameter. `of_table` names the TABLE parameter whose schema a column must exist in."""
-
-    name: str
-    type: str
-    required: bool = True
-    default: Any = None
-    choices: tuple[str, ...] = ()
-    integer: bool = False
-    minimum: float | None = None
-    of_table: str | None = None
-    types: tuple[str, ...] = ()  # accepted column types (prefix match); empty = any
-    doc: str = ""
-
-
-@dataclass(frozen=True)
-class Schemas:
-    """What validation may look at: the asset's columns and the known other tables (with columns if known)."""
-
-    columns: Mapping[str, str] | None  # column -> type of the rule's own asset; None = do not check existence
-    tables: (
-        Mapping[str, Mapping[str, str] | None] | None
-    )  # "db.table" -> columns (or None); None = do not check
-
-
-def _number(spec: ParamSpec, value: Any) -> float | int:
-    if isinstance(value, bool):
-        raise ParamError(f"param '{spec.name}' must be a number, got {value!r}")
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())  # YAML 1.1 reads `1e-3` as a string
-        except ValueError:
-            raise ParamError(f"param '{spec.name}' must be a number, got {value!r}") from None
-    if not isinstance(value, int | float) or not math.isfinite(value):
-        raise ParamError(f"param '{spec.name}' must be a finite number, got {value!r}")
-    if spec.integer:
-        if float(value) != int(value):
-            raise ParamError(f"param '{spec.name}' must be an integer, got {value!r}")
-        value = int(value)
-    if spec.minimum is not None and value < spec.minimum:
-        raise ParamError(f"param '{spec.name}' must be >= {format_number(spec.minimum)}, got {value!r}")
-    return value
-
-
-def check_column(spec: ParamSpec, value: Any, columns: Mapping[str, str] | None, where: str) -> str:
-    if not isinstance(value, str) or not IDENTIFIER.match(value):
-        raise ParamError(f"param '{spec.name}' must be a plain column identifier, got {value!r}")
-    if columns is None:
-        return value
-    lowered = {c.lower(): c for c in columns}
-    actual = lowered.get(value.lower())
-    if actual is None:
-        known = ", ".join(sorted(columns)) or "(none)"
-        raise ParamError(f"unknown column '{value}' in param '{spec.name}' ({where} has: {known})")
-    col_type = str(columns[actual] or "").lower()
-    if spec.types and col_type and not col_type.startswith(spec.types):
-        raise ParamError(
-            f"param '{spec.name}': column '{actual}' has type {col_type}, expected one of {', '.join(spec.types)}"
-        )
-    return actual  # Spark resolves columns case-insensitively; keep the schema's spelling
-
-
-def _table(spec: ParamSpec, value: Any, schemas: Schemas) -> str:
-    if not isinstance(value, str) or value.count(".") != 1:
-        raise ParamError(f"param '{spec.name}' must be a table name db.table, got {value!r}")
-    db, _, name = value.partition(".")
-    if not (IDENTIFIER.match(db) and IDENTIFIER.match(name)):
-        raise ParamError(f"param '{spec.name}' must be a table name of plain identifiers, got {value!r}")
-    from sharp_dagster.dqc.sqlguard import DATA_SOURCES
-
-    if db.lower() in DATA_SOURCES:  # Spark would read `name` as a path through that data source
-        raise ParamError(f"param '{spec.name}': {db!r} is a Spark data source, {value} would read a path")
-    if schemas.tables is not None and value not in schemas.tables:
-        known = ", ".join(sorted(schemas.tables)) or "(none)"
-        raise ParamError(f"unknown table '{value}' in param '{spec.name}' (known tables: {known})")
-    return value
-
-
-def _string(spec: ParamSpec, value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ParamError(f"param '{spec.name}' must be a string, got {value!r}")
-    value = str(value)
-    if spec.choices and value not in spec.choices:
-        raise ParamError(f"param '{spec.name}' must be one of {', '.join(spec.choices)}, got {value!r}")
-    return value
-
-
-def validate_params(template: Template, raw: Mapping[str, Any] | None, schemas: Schemas) -> dict[str, Any]:
-    """Check `raw` against the template's parameters; return normalised values (defaults filled in)."""
-    raw = dict(raw or {})
-    specs = template.param_specs(raw)
-    unknown = sorted(set(raw) - {s.name for s in specs})
-    if unknown:
-        allowed = ", ".join(s.name for s in specs) or "(none)"
-        raise ParamError(
-            f"unknown param(s) {', '.join(unknown)} for template {template.name} (allowed: {allowed})"
-        )
-    out: dict[str, Any] = {}
-    for spec in specs:
-        if spec.name not in raw or raw[spec.name] is None:
-            if spec.required:
-                raise ParamError(f"missing param '{spec.name}' ({spec.type}) for template {template.name}")
-            if spec.default is not None:
-                out[spec.name] = spec.default
-            continue
-        value = raw[spec.name]
-        if spec.of_table:
-            table = out.get(spec.of_table)
-            cols = (schemas.tables or {}).get(table) if table else None
-            where = table or "the other table"
-        else:
-            cols, where = schemas.columns, "the asset"
-        if spec.type == COLUMN:
-            out[spec.name] = check_column(spec, value, cols, where)
-        elif spec.type == COLUMNS:
-            items = [value] if isinstance(value, str) else value
-            if not isinstance(items, list | tuple) or not items:
-                raise ParamError(f"param '{spec.name}' must be a non-empty list of columns, got {value!r}")
-            out[spec.name] = [check_column(spec, v, cols, where) for v in items]
-        elif spec.type == NUMBER:
-            out[spec.name] = _number(spec, value)
-        elif spec.type == STRING:
-            out[spec.name] = _string(spec, value)
-        elif spec.type == STRING_LIST:
-            if not isinstance(value, list | tuple) or not value:
-                raise ParamError(f"param '{spec.name}' must be a non-empty list of strings, got {value!r}")
-            out[spec.name] = [_string(spec, v) for v in value]
-        elif spec.type == TABLE:
-            out[spec.name] = _table(spec, value, schemas)
-        elif spec.type == REGEX:
-            text = _string(spec, value)
-            try:
-                re.compile(
-                    text
-                )  # Java regex differs in details, but a pattern Python rejects is surely a typo
-            except re.error as exc:
-                raise ParamError(f"param '{spec.name}' is not a valid regex: {exc}") from None
-            out[spec.name] = text
-        elif spec.type == SQL:
-            out[spec.name] = _string(spec, value)
-        else:  # pragma: no cover - specs are ours
-            raise ParamError(f"param '{spec.name}': unknown type {spec.type}")
-    return out
-
-
-def render(template: Template, params: Mapping[str, Any]) -> dict[str, str]:
-    """SQL fragments for the validated parameters, by name."""
-    frags: dict[str, str] = {}
-    for spec in template.param_specs(params):
-        if spec.name not in params:
-            continue
-        value = params[spec.name]
-        if spec.type == COLUMN:
-            frags[spec.name] = quote_ident(value)
-        elif spec.type == COLUMNS:
-            frags[spec.name] = ", ".join(quote_ident(v) for v in value)
-        elif spec.type == NUMBER:
-            frags[spec.name] = format_number(value)
-        elif spec.type in (STRING, REGEX):
-            frags[spec.name] = sql_string(value)
-        elif spec.type == STRING_LIST:
-            frags[spec.name] = ", ".join(sql_string(v) for v in value)
-        elif spec.type == TABLE:
-            frags[spec.name] = quote_table(value)
-        elif spec.type == SQL:
-            frags[spec.name] = value
-    return frags
-
-
-# ------------------------------------------------------------------------------------------------ templates
 @dataclass(frozen=True)
 class RuleSql:
     """The rendered SQL of one rule; may still contain `CONTEXT_VARIABLES` / `INTERNAL_VARIABLES`."""
@@ -519,26 +261,6 @@ def _reconciliation(p, f, k, types=None) -> RuleSql:
         p = {**p, "other_column": p["column"]}
     ref = f"SELECT {_metric(p, 'other_column')} FROM {f['other']}{_other_where(p)}"
     return RuleSql(scan=_metric(p, "column"), reference=ref)
-
-
-def check_custom_sql(text: str, reads: Iterable[str] = ()) -> None:
-    """Custom SQL must be one SELECT (no DDL/DML, no second statement) using only known placeholders, reading
-    only `${table}`, its own CTEs and the `reads` tables, and calling nothing that reaches the JVM or the file
-    system (`sharp_dagster.dqc.sqlguard`). Raises `ParamError` (a `SqlRejected` with the SQL line when it can)."""
-    from sharp_dagster.dqc.sqlguard import STAGED_PROBE, check_select
-
-    names = set(PLACEHOLDER.findall(text))
-    unknown = sorted(names - CONTEXT_VARIABLES)
-    if unknown:
-        known = ", ".join("${" + n + "}" for n in sorted(CONTEXT_VARIABLES))
-        raise ParamError(f"custom sql: unknown placeholder(s) {', '.join(unknown)} (known: {known})")
-    if STAGED_PROBE in text.lower():
-        raise ParamError(f"custom sql may not name {STAGED_PROBE}: read the partition through ${{table}}")
-    probe = PLACEHOLDER.sub(lambda m: STAGED_PROBE if m.group(1) == "table" else "0", text)
-    if "${" in probe:
-        # e.g. ${spark.app.name}: Spark's own variable substitution would expand it; only ours are allowed.
-        raise ParamError("custom sql: only ${name} placeholders of the run context are allowed")
-    check_select(probe, reads)
 
 
 def _custom_sql(p, f, k, types=None) -> RuleSql:

@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from sharp_dagster.dqc.context import RuleContext
 from sharp_dagster.dqc.evaluate import RuleResult, compare, judge, quality_score
-from sharp_dagster.dqc.rules import RuleContext
 from sharp_dagster.dqc.runner import alert_failures, blocking_failures
 from sharp_dagster_tests.dqc.conftest import make_rule
 

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sharp_dagster.dqc.rules import COMPARATORS, RuleContext, RuleError, load_rules, rules_for
-from sharp_dagster.dqc.templates import TEMPLATES, sql_string
+from sharp_dagster.dqc.context import RuleContext
+from sharp_dagster.dqc.quoting import sql_string
+from sharp_dagster.dqc.rules import COMPARATORS, RuleError, load_rules, rules_for
+from sharp_dagster.dqc.templates import TEMPLATES
 from sharp_dagster_tests.dqc.conftest import ASSET, SCHEMAS, TABLES, make_rule
 
 EXAMPLES = Path(__file__).parent / "rules"

@@ -184,7 +184,7 @@ def test_accepted_values_compares_integer_columns_as_numbers():
 
 
 def test_string_literals_round_trip_through_spark(spark):
-    from sharp_dagster.dqc.templates import sql_string
+    from sharp_dagster.dqc.quoting import sql_string
 
     nasty = ["it's", "a\\b", "\\'; DROP TABLE x; --", "line\nbreak\ttab", "${spark.app.name}", "${env:HOME}",
              "\\u0041 stays text", 'double "quoted"', "naïve ✓", "", "trailing \\"]  # fmt: skip

@@ -38,8 +38,8 @@ def test_parse_leaves_no_cyclic_garbage(gc_state):
 # Frames of parse_script's work: sqlglot's parse, the lineage walk, the result, the AST release.
 _WORK = {
     ("dialect.py", "parse"),
-    ("parser.py", "statement"),
-    ("parser.py", "result"),
+    ("statements.py", "statement"),
+    ("parser.py", "_result"),
     ("gc_quiet.py", "release"),
 }
 

@@ -1,0 +1,405 @@
+"""The scope walk of one query: which source columns each output column of a query is computed from.
+
+This module owns reading a query's AST (SELECT, set operations, VALUES, CTEs, subqueries, joins, lateral views,
+table-valued functions) scope by scope, and resolving each column reference to the source columns it stands for
+(`QueryWalker.resolve`: qualified names, output aliases, unknown schemas, correlated subqueries). Columns of a
+value go to the output column; columns that only steer which rows arrive (WHERE, JOIN ON, GROUP BY, HAVING,
+ORDER BY, window PARTITION BY / ORDER BY) go to the query's dependencies. Table names resolve through the script's
+tables (`tables.ScriptTables`): a table the script wrote earlier is read as that version.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from sharp_dagster.lineage.relations import EMPTY, Rel, Scope, TableSource
+from sharp_dagster.lineage.tables import ScriptTables
+
+_Column = exp.Column
+_Identifier = exp.Identifier
+_Star = exp.Star
+_Window = exp.Window
+_Expr = exp.Expr
+_Table = exp.Table
+_Subquery = exp.Subquery
+_Select = exp.Select
+_Literal = exp.Literal
+_Ordered = exp.Ordered
+QUERY_TYPES = (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery)
+SETOP_TYPES = (exp.Union, exp.Except, exp.Intersect)
+# Default column names Spark/Hive give generator outputs when a LATERAL VIEW lists no column aliases.
+_LATERAL_DEFAULTS = {"explode": ["col"], "posexplode": ["pos", "col"], "inline": [], "explode_outer": ["col"]}
+
+
+class QueryWalker:
+    """The query walk of one parse_script call, over the script's tables as they stand when a statement is read.
+
+    Holds no state of its own between queries; `ci`, `norm`, `table_name` and `resolve_table` are the script
+    tables' (bound once: they are called for every column and table of the walk).
+    """
+
+    def __init__(self, script: ScriptTables):
+        self.ci = script.ci
+        self.norm = script.norm
+        self.table_name = script.table_name
+        self.resolve_table = script.resolve_table
+
+    def ctes(self, node: exp.Expression, ctes: dict[str, Rel], parent: Scope | None) -> dict[str, Rel]:
+        w = node.args.get("with_")
+        if w is None:
+            return ctes
+        ctes = dict(ctes)
+        recursive = bool(w.args.get("recursive"))
+        for cte in w.expressions:
+            body = cte.this
+            if recursive and type(body) is exp.Union:
+                # The recursive branch reads the CTE itself: let it see the anchor branch's columns.
+                ctes[self.norm(cte.alias)] = self.query(body.this, ctes, parent)
+            rel = self.query(body, ctes, parent)
+            alias = cte.args.get("alias")
+            cols = alias.columns if alias is not None else None
+            if cols:
+                rel = _renamed(rel, [self.norm(c.name) for c in cols])
+            ctes[self.norm(cte.alias)] = rel
+        return ctes
+
+    def query(
+        self, node: exp.Expression, ctes: dict[str, Rel], parent: Scope | None, from_override: Any = None
+    ) -> Rel:
+        t = type(node)
+        if t is _Select:
+            return self.select(node, ctes, parent, from_override)
+        if t is _Subquery:
+            ctes = self.ctes(node, ctes, parent)
+            return self.query(node.this, ctes, parent)
+        if t in SETOP_TYPES:
+            return self.setop(node, ctes, parent)
+        if t is exp.Values:
+            return self.values(node, ctes, parent)
+        # Anything else in query position (a bare table in FROM-less forms, a function): value columns only.
+        rel = Rel()
+        srcs: set = set()
+        self.walk(node, Scope(parent, ctes), srcs, rel.deps, None)
+        rel.add("_c0", srcs)
+        return rel
+
+    def values(self, node: exp.Values, ctes: dict[str, Rel], parent: Scope | None) -> Rel:
+        """VALUES rows: column i reads what the rows' i-th values read (scalar subqueries, correlated columns);
+        tables read by those subqueries are sources, their filters dependencies."""
+        rel = Rel()
+        rel.synthetic = True
+        alias = node.args.get("alias")
+        names = [self.norm(c.name) for c in alias.columns] if alias is not None and alias.columns else None
+        rows = [r.expressions if type(r) is exp.Tuple else [r] for r in node.expressions]
+        width = max((len(r) for r in rows), default=0)
+        for i in range(width):
+            rel.add(names[i] if names and i < len(names) else f"col{i + 1}", set())
+        if names:
+            rel.synthetic = False
+        scope = Scope(parent, ctes)
+        for row in rows:
+            for i, value in enumerate(row):
+                if type(value) is not _Literal:
+                    self.walk(value, scope, rel.sources[i], rel.deps, None)
+        rel.tables |= scope.tables
+        return rel
+
+    def setop(self, node: exp.Expression, ctes: dict[str, Rel], parent: Scope | None) -> Rel:
+        ctes = self.ctes(node, ctes, parent)
+        left = self.query(node.this, ctes, parent)
+        right = self.query(node.expression, ctes, parent)
+        rel = Rel()
+        rel.deps = left.deps | right.deps
+        rel.tables = left.tables | right.tables
+        if type(node) is exp.Union:
+            rs = right.sources
+            for i, name in enumerate(left.names):
+                srcs = set(left.sources[i])
+                if i < len(rs):
+                    srcs |= rs[i]
+                rel.add(name, srcs)
+        else:
+            # EXCEPT / INTERSECT: the right side only decides which left rows survive.
+            for name, srcs in zip(left.names, left.sources, strict=True):
+                rel.add(name, srcs)
+            for srcs in right.sources:
+                rel.deps |= srcs
+        order = node.args.get("order")
+        if order is not None:
+            self.clause(order, Scope(parent, ctes), rel.deps, rel)
+        return rel
+
+    def select(
+        self, sel: exp.Select, ctes: dict[str, Rel], parent: Scope | None, from_override: Any = None
+    ) -> Rel:
+        args = sel.args
+        ctes = self.ctes(sel, ctes, parent)
+        scope = Scope(parent, ctes)
+        rel = Rel()
+        deps = rel.deps
+        frm = args.get("from_")
+        src_node = frm.this if frm is not None else from_override
+        if src_node is not None:
+            self.add_source(scope, src_node, rel)
+        for j in args.get("joins") or ():
+            self.join(scope, j, rel)
+        for lat in args.get("laterals") or ():
+            self.add_source(scope, lat, rel)
+
+        norm = self.norm
+        for i, e in enumerate(sel.expressions):
+            t = type(e)
+            if t is _Star:
+                for src in scope.sources.values():
+                    for name, srcs in src.expand():
+                        rel.add(name, srcs)
+                continue
+            if t is _Column and type(e.this) is _Star:
+                src = self.find_source(scope, norm(e.table))
+                if src is not None:
+                    for name, srcs in src.expand():
+                        rel.add(name, srcs)
+                continue
+            out: set = set()
+            self.walk(e, scope, out, deps, rel, False)
+            name = e.output_name
+            rel.add(norm(name) if name else f"_c{i}", out)
+
+        for key in ("where", "group", "having", "qualify", "order", "sort", "distribute", "cluster"):
+            node = args.get(key)
+            if node is not None:
+                self.clause(node, scope, deps, rel)
+        for w in args.get("windows") or ():
+            self.walk(w, scope, deps, deps, rel)
+        tables = rel.tables
+        tables |= scope.tables
+        for src in scope.sources.values():
+            if type(src) is Rel:
+                tables |= src.tables
+            else:
+                tables.add(src.key)
+        return rel
+
+    def join(self, scope: Scope, j: exp.Join, rel: Rel) -> None:
+        self.add_source(scope, j.this, rel)
+        on = j.args.get("on")
+        if on is not None:
+            self.walk(on, scope, rel.deps, rel.deps, None)
+        for ident in j.args.get("using") or ():
+            name = self.norm(ident.name)
+            for src in scope.sources.values():
+                srcs, certain = src.lookup(name)
+                if srcs is not None:
+                    rel.deps |= srcs
+
+    def add_source(self, scope: Scope, node: exp.Expression, rel: Rel) -> None:
+        t = type(node)
+        norm = self.norm
+        if t is _Table and isinstance(node.this, exp.Func):
+            # A table-valued function (`range(1000)`, `explode(array(...))`): it yields rows but reads no table;
+            # columns of its arguments are dependencies of whatever selects from it.
+            fn = Rel()
+            fn.synthetic = True
+            self.walk(node.this, scope, rel.deps, rel.deps, None)
+            alias = node.args.get("alias")
+            for c in alias.columns if alias is not None else ():
+                fn.add(norm(c.name), set())
+            name = norm(alias.name) if alias is not None and alias.name else f"_fn{len(scope.sources)}"
+            scope.sources[name] = fn
+            for j in node.args.get("joins") or ():
+                self.join(scope, j, rel)
+            return
+        if t is _Table:
+            name = self.table_name(node)
+            alias = node.args.get("alias")
+            alias_name = norm(alias.name) if alias is not None and alias.name else norm(node.name)
+            cte = scope.ctes.get(name) if node.args.get("db") is None else None
+            src: Any
+            if cte is not None:
+                src = cte
+                rel.deps |= cte.deps
+            else:
+                key, cols = self.resolve_table(name)
+                src = TableSource(key, cols)
+            if alias is not None and alias.columns:
+                src = _renamed(
+                    src if type(src) is Rel else _rel_of(src), [norm(c.name) for c in alias.columns]
+                )
+            scope.sources[alias_name] = src
+            for j in node.args.get("joins") or ():
+                self.join(scope, j, rel)
+            for lat in node.args.get("laterals") or ():
+                self.add_source(scope, lat, rel)
+            return
+        if t is _Subquery or t in SETOP_TYPES or t is _Select or t is exp.Values:
+            sub = self.query(node, scope.ctes, scope.parent)
+            rel.deps |= sub.deps
+            alias = node.args.get("alias")
+            if alias is not None and alias.columns:
+                sub = _renamed(sub, [norm(c.name) for c in alias.columns])
+            scope.sources[norm(node.alias) or f"_sub{len(scope.sources)}"] = sub
+            for j in node.args.get("joins") or ():
+                self.join(scope, j, rel)
+            return
+        if t is exp.Lateral and isinstance(node.this, QUERY_TYPES):
+            sub = self.query(node.this, scope.ctes, scope)  # LATERAL (subquery) sees the sources before it
+            rel.deps |= sub.deps
+            scope.sources[norm(node.alias) or f"_sub{len(scope.sources)}"] = sub
+            return
+        # LATERAL VIEW f(...), UNNEST, table functions: every generated column comes from the function's inputs.
+        func = node.this if t is exp.Lateral else node
+        srcs: set = set()
+        self.walk(func, scope, srcs, rel.deps, None)
+        alias = node.args.get("alias")
+        cols = [norm(c.name) for c in alias.columns] if alias is not None and alias.columns else None
+        if not cols:
+            if type(func) is exp.Anonymous:
+                fname = func.name.lower()
+            else:
+                fname = func.sql_name().lower() if isinstance(func, exp.Func) else ""
+            if fname == "json_tuple":
+                cols = [f"c{i}" for i in range(len(func.expressions) - 1)]
+            else:
+                cols = _LATERAL_DEFAULTS.get(fname, ["col"])
+        gen = Rel()
+        for c in cols:
+            gen.add(c, srcs)
+        alias_name = norm(alias.name) if alias is not None and alias.name else f"_gen{len(scope.sources)}"
+        scope.sources[alias_name] = gen
+
+    def find_source(self, scope: Scope | None, qualifier: str) -> Any:
+        while scope is not None:
+            src = scope.sources.get(qualifier)
+            if src is not None:
+                return src
+            scope = scope.parent
+        return None
+
+    def resolve(self, col: exp.Column, scope: Scope, aliases: Rel | None, alias_first: bool) -> set:
+        """Source columns a column reference stands for.
+
+        Unqualified names: a source known to have the column wins; then an output alias (first in ORDER BY /
+        GROUP BY / HAVING, after guesses in the select list); then the first source whose columns are unknown;
+        then the enclosing query (correlated subqueries)."""
+        args = col.args
+        ident = args["this"]
+        name = ident.this if type(ident) is _Identifier else col.name
+        qual = args.get("table")
+        qualifier = qual.this if type(qual) is _Identifier else (col.table if qual is not None else "")
+        norm = self.norm
+        if self.ci:
+            name = name.lower()
+        if qualifier:
+            qualifier = norm(qualifier)
+            src = self.find_source(scope, qualifier)
+            if src is not None:
+                srcs, _ = src.lookup(name)
+                return srcs if srcs is not None else {(src.key, name)} if type(src) is TableSource else EMPTY
+            db = col.args.get("db")
+            if db is not None:
+                # `alias.struct_col.field`: sqlglot reads the alias as db and the struct column as table.
+                src = self.find_source(scope, norm(db.name))
+                if src is not None:
+                    srcs, _ = src.lookup(qualifier)
+                    return srcs if srcs is not None else EMPTY
+            # `struct_col.field` with no alias: the qualifier is really a column.
+            name = qualifier
+        s: Scope | None = scope
+        while s is not None:
+            guess = None
+            for src in s.sources.values():
+                srcs, certain = src.lookup(name)
+                if srcs is not None:
+                    if certain:
+                        return srcs
+                    if guess is None:
+                        guess = srcs
+            if aliases is not None and s is scope and (alias_first or guess is None):
+                i = aliases.index.get(name)
+                if i is not None:
+                    return aliases.sources[i]
+            if guess is not None:
+                # No schema tells which source holds the column: the first source that might is taken.
+                return guess
+            s = s.parent
+        return EMPTY
+
+    def walk(
+        self,
+        node: exp.Expression,
+        scope: Scope,
+        out: set,
+        deps: set,
+        aliases: Rel | None,
+        alias_first: bool = True,
+    ) -> None:
+        """Add the source columns of `node`'s value to `out` and its row-steering columns to `deps`."""
+        stack = [node]
+        pop = stack.pop
+        push = stack.append
+        while stack:
+            n = pop()
+            t = type(n)
+            if t is _Column:
+                if type(n.this) is not _Star:
+                    out |= self.resolve(n, scope, aliases, alias_first)
+                continue
+            if t is _Window:
+                push(n.this)
+                for p in n.args.get("partition_by") or ():
+                    self.walk(p, scope, deps, deps, aliases)
+                order = n.args.get("order")
+                if order is not None:
+                    self.walk(order, scope, deps, deps, aliases)
+                continue
+            if t in QUERY_TYPES:
+                sub = self.query(n, scope.ctes, scope)
+                for srcs in sub.sources:
+                    out |= srcs
+                deps |= sub.deps
+                scope.tables |= sub.tables
+                continue
+            for v in n.args.values():
+                if type(v) is list:
+                    for x in v:
+                        if isinstance(x, _Expr):
+                            push(x)
+                elif isinstance(v, _Expr):
+                    push(v)
+
+    def clause(self, node: exp.Expression, scope: Scope, deps: set, rel: Rel) -> None:
+        """WHERE / GROUP BY / ORDER BY ...: everything goes to deps; ordinals and output aliases resolve to outputs."""
+        if isinstance(node, (exp.Group, exp.Order, exp.Sort, exp.Distribute, exp.Cluster)):
+            for e in node.expressions:
+                x = e.this if type(e) is _Ordered else e
+                if type(x) is _Literal and x.is_int:
+                    i = int(x.this) - 1
+                    if 0 <= i < len(rel.sources):
+                        deps |= rel.sources[i]
+                    continue
+                self.walk(x, scope, deps, deps, rel)
+            for key in ("rollup", "cube", "grouping_sets"):
+                for e in node.args.get(key) or ():
+                    self.walk(e, scope, deps, deps, rel)
+            return
+        self.walk(node, scope, deps, deps, rel)
+
+
+def _rel_of(src: TableSource) -> Rel:
+    rel = Rel()
+    for name, srcs in src.expand():
+        rel.add(name, srcs)
+    rel.tables.add(src.key)
+    return rel
+
+
+def _renamed(rel: Rel, names: list[str]) -> Rel:
+    """`alias(c1, c2)` renames a derived table's columns by position."""
+    out = Rel()
+    out.deps = rel.deps
+    out.tables = rel.tables
+    for i, srcs in enumerate(rel.sources):
+        out.add(names[i] if i < len(names) else rel.names[i], srcs)
+    return out

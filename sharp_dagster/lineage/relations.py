@@ -1,0 +1,89 @@
+"""The data model of the lineage walk (`parser.py`): what a query's output, a FROM source and a scope look like.
+
+A source column is a pair (table_key, column): table_key is a real table name (str) or the index (int) of a table
+version the script wrote earlier (`tables.ScriptTables.writes`), resolved when the script ends, hidden or not. The
+walk (`queries.py`) builds these objects; the statements (`statements.py`) write them into the script's tables.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Key = str | int
+Src = tuple  # (Key, str)
+
+EMPTY: frozenset = frozenset()
+
+
+class Rel:
+    """The output of a query (or a derived source): ordered columns, each with its source-column set."""
+
+    __slots__ = ("names", "sources", "index", "deps", "tables", "stars", "synthetic")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.sources: list[set] = []
+        self.index: dict[str, int] = {}
+        self.deps: set = set()
+        self.tables: set = set()
+        self.stars: set | None = None  # (key, "*") of unexpanded stars: unknown columns pass through to them
+        self.synthetic = False  # columns named by us (VALUES rows), not by the SQL
+
+    def add(self, name: str, srcs: set) -> None:
+        if name not in self.index:
+            self.index[name] = len(self.names)
+        self.names.append(name)
+        self.sources.append(srcs)
+        if name == "*":
+            if self.stars is None:
+                self.stars = set()
+            self.stars |= srcs
+
+    # lookup -> (sources, certain). certain=False: guessed through an unexpanded star.
+    def lookup(self, name: str) -> tuple[set | None, bool]:
+        i = self.index.get(name)
+        if i is not None:
+            return self.sources[i], True
+        if self.stars:
+            return {(k, name) for k, _ in self.stars}, False
+        return None, False
+
+    def expand(self) -> list[tuple[str, set]]:
+        return list(zip(self.names, self.sources, strict=True))
+
+
+class TableSource:
+    """A real table (or a table written earlier in the script) in a FROM clause."""
+
+    __slots__ = ("key", "cols", "colset")
+
+    def __init__(self, key: Key, cols: tuple[list[str], frozenset] | None):
+        self.key = key
+        # known column names (ordered, and as a set), or None when no schema knows the table
+        self.cols, self.colset = cols if cols is not None else (None, None)
+
+    def lookup(self, name: str) -> tuple[set | None, bool]:
+        colset = self.colset
+        if colset is None:
+            return {(self.key, name)}, False
+        if name in colset:
+            return {(self.key, name)}, True
+        return None, False
+
+    def expand(self) -> list[tuple[str, set]]:
+        if self.cols is None:
+            return [("*", {(self.key, "*")})]
+        key = self.key
+        return [(c, {(key, c)}) for c in self.cols]
+
+
+class Scope:
+    """One query's FROM sources by alias, the CTEs it sees, and its enclosing query's scope."""
+
+    __slots__ = ("sources", "parent", "ctes", "tables")
+
+    def __init__(self, parent: Scope | None, ctes: dict[str, Rel]):
+        self.sources: dict[str, Any] = {}  # alias -> TableSource | Rel, in FROM order
+        self.parent = parent  # the enclosing query's scope, for correlated subqueries
+        self.ctes = ctes
+        self.tables: set = set()  # tables read by subqueries inside expressions
