@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from typing import Any
+
+from sharp_dagster.periods import period_of_key, window_text
 
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_\-:. ]*$")
 
@@ -40,14 +42,12 @@ def _normalise_ts(value: Any, what: str) -> str:
 
 
 def _window_of_partition(key: str) -> tuple[str, str] | None:
-    """The time window of a daily (`2024-01-01`) or hourly (`2024-01-01-05:00`) partition key."""
-    for fmt, step in (("%Y-%m-%d", timedelta(days=1)), ("%Y-%m-%d-%H:%M", timedelta(hours=1))):
-        try:
-            start = datetime.strptime(key, fmt)
-        except ValueError:
-            continue
-        return start.strftime("%Y-%m-%d %H:%M:%S"), (start + step).strftime("%Y-%m-%d %H:%M:%S")
-    return None
+    """The time window of a daily (`2024-01-01`) or hourly (`2024-01-01-05:00`) partition key, as SQL timestamps;
+    None for a key that is no time window."""
+    try:
+        return window_text(period_of_key(key))
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

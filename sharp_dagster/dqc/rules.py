@@ -60,6 +60,7 @@ from sharp_dagster.dqc.params import COLUMNS, ParamSpec, Schemas, check_column, 
 from sharp_dagster.dqc.quoting import CONTEXT_VARIABLES, IDENTIFIER, INTERNAL_VARIABLES, fill
 from sharp_dagster.dqc.sqlguard import check_custom_sql, check_declared_table
 from sharp_dagster.dqc.templates import RuleSql, Template, get_template
+from sharp_dagster.naming import qualified
 
 COMPARATORS = (">", ">=", "=", "!=", "<=", "<", "between")
 SEVERITIES = ("strong", "weak")
@@ -208,7 +209,7 @@ def known_table_schemas(
     tables: dict[str, Mapping[str, str] | None] = {}
     # Every asset with a schema is a table `db.name` too (asset `dwd/order_detail` = table `dwd.order_detail`).
     for asset, cols in (schemas or {}).items():
-        tables[asset.replace("/", ".")] = cols
+        tables[qualified(asset)] = cols
     if isinstance(known_tables, Mapping):
         tables.update(known_tables)
     elif known_tables is not None:
