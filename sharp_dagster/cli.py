@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 # Modules that contribute sub-commands through `register(subparsers)`.
 COMMAND_MODULES = [
-    "sharp_dagster.demo.cli",
     "sharp_dagster.joblog.cli",
     "sharp_dagster.lineage.cli",
     "sharp_dagster.dqc.cli",
     "sharp_dagster.cdc.cli",
     "sharp_dagster.spark.cli",
 ]
+# The sample shop is a user of the product, not a part of it: its commands are there only when it is.
+DEMO_COMMANDS = "sharp_dagster.demo.cli"
+
+
+def command_modules() -> list[str]:
+    demo = [DEMO_COMMANDS] if importlib.util.find_spec("sharp_dagster.demo") is not None else []
+    return demo + COMMAND_MODULES
 
 
 class CliError(Exception):
@@ -24,7 +31,7 @@ class CliError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sharp-dagster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in command_modules():
         importlib.import_module(name).register(sub)
     return parser
 

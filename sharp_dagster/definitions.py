@@ -20,7 +20,6 @@ from sharp_dagster.assets.lineage_meta import governance_check, lineage_metadata
 from sharp_dagster.assets.quality import load_project_rules
 from sharp_dagster.assets.sql_assets import build_sql_asset, external_asset_specs, log_driven_spec
 from sharp_dagster.cdc.project import START, landing_assets, ods_tables
-from sharp_dagster.demo.shop import TABLES as SHOP_TABLES
 from sharp_dagster.lineage.governance import check as governance_check_tables
 from sharp_dagster.logdriven import LogDrivenAsset
 from sharp_dagster.partitions import partitions_for
@@ -31,6 +30,7 @@ from sharp_dagster.sensors.log_driven import build_log_driven_sensor
 from sharp_dagster.settings import warehouse_sql_dir
 from sharp_dagster.warehouse.catalog import WarehouseDefinitionError, load_catalog
 from sharp_dagster.warehouse.dependencies import resolve
+from sharp_dagster.warehouse.sources import physical_tables
 
 CATALOG = load_catalog()
 DEPS = resolve(CATALOG)
@@ -67,12 +67,12 @@ governance_checks = [
     governance_check(CATALOG.by_qualified()[q].asset_key_path, vs) for q, vs in sorted(VIOLATIONS.items())
 ]
 
-# The CDC path: source tables -> hourly landing of the binlog topic -> daily merge into ODS.
-_shards = {t.name: list(t.shards) for t in SHOP_TABLES.values()}
+# The CDC path: source tables (as `warehouse/cdc/*.yaml` declares them) -> hourly landing of the binlog topic
+# -> daily merge into ODS.
 cdc_source_assets = []
 landing = []
 for _source, _db, _topic in landing_assets():
-    _specs = source_specs({k: v for k, v in _shards.items()}, _db)
+    _specs = source_specs(physical_tables(_db), _db)
     cdc_source_assets += _specs
     landing.append(build_landing_asset(_source, _db, _topic, [s.key for s in _specs]))
 ods_assets = [build_ods_merge_asset(t, RULES.get(t.asset_key_str), GRAINS) for t in ods_tables()]
