@@ -34,8 +34,8 @@ itself folds whatever physical tables match `shard_regex`; the declared ones are
 assets, lineage) and what a test or demo creates. Declared columns must include the primary key and business key
 columns; a sharded table may not declare a column `source_table` (the merge adds it).
 
-`load_source_config(path)` raises `ConfigError` naming the file, the field and the table. `MysqlSettings` holds where the
-source server is; its password never appears in a repr or a log line.
+`load_source_config(path)` raises `ConfigError` naming the file, the field and the table. `MysqlSettings` holds
+where the source server is; its password never appears in a repr or a log line.
 """
 
 from __future__ import annotations
