@@ -14,7 +14,6 @@ from sharp_dagster.assets.cdc_assets import build_landing_asset, build_ods_merge
 from sharp_dagster.assets.lineage_meta import governance_check, lineage_metadata, with_explorer_links
 from sharp_dagster.assets.quality import load_project_rules
 from sharp_dagster.assets.sql_assets import build_sql_asset, external_asset_specs
-from sharp_dagster.demo.shop import TABLES as SHOP_TABLES
 from sharp_dagster.lineage.governance import check as governance_check_tables
 from sharp_dagster.naming import key_str
 from sharp_dagster.partitions import partitions_for
@@ -26,6 +25,7 @@ from sharp_dagster.settings import warehouse_sql_dir
 from sharp_dagster.warehouse.catalog import WarehouseDefinitionError
 from sharp_dagster.warehouse.cdc_layout import START, landing_assets, ods_tables
 from sharp_dagster.warehouse.layout import layout
+from sharp_dagster.warehouse.sources import physical_tables
 
 LAYOUT = layout()  # the project's layout, built once (shared with the command line)
 CATALOG = LAYOUT.catalog
@@ -62,12 +62,12 @@ governance_checks = [
     governance_check(CATALOG.by_qualified()[q].asset_key_path, vs) for q, vs in sorted(VIOLATIONS.items())
 ]
 
-# The CDC path: source tables -> hourly landing of the binlog topic -> daily merge into ODS.
-_shards = {t.name: list(t.shards) for t in SHOP_TABLES.values()}
+# The CDC path: source tables (as `warehouse/cdc/*.yaml` declares them) -> hourly landing of the binlog topic
+# -> daily merge into ODS.
 cdc_source_assets = []
 landing = []
 for _source, _db, _topic in landing_assets():
-    _specs = source_specs({k: v for k, v in _shards.items()}, _db)
+    _specs = source_specs(physical_tables(_db), _db)
     cdc_source_assets += _specs
     landing.append(build_landing_asset(_source, _db, _topic, [s.key for s in _specs]))
 ods_assets = [

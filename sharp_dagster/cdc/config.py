@@ -13,9 +13,13 @@ One YAML file describes one source (a MySQL/MariaDB server the collector reads t
         tables:
           - name: user_info          # logical table (the raw table's table_name partition)
             shard_regex: 'user_info_(\\d+)'   # physical names, matched whole; default: the name itself
+            shards: 4                        # the physical tables: user_info_0 .. user_info_3 (or a list)
             primary_key: [id]
             business_key: [user_code]        # optional: the merge key when it is not the primary key
             unique_across_shards: true       # the business key is unique across the shards (see below)
+            columns:                         # optional here; the warehouse needs them (ODS schemas, lineage)
+              - id BIGINT NOT NULL           # <name> <MySQL type>; the Spark type follows from it
+              - user_code VARCHAR(32)        #   (the one mapping: cdc/source_columns.py)
           - name: orders
             primary_key: [order_id]
 
@@ -24,8 +28,14 @@ be merged into one: the primary key gets `source_table` (the physical table) add
 `source_table`, or be declared `unique_across_shards: true` (rows that share it are one row, whichever shard
 holds it). A sharded table with any other business key is refused at load, naming the table.
 
-`load_source_config(path)` raises `ConfigError` naming the file and the field. `MysqlSettings` holds where the
-source server is; its password never appears in a repr or a log line.
+`shards` names a sharded table's physical tables: a count N stands for `<name>_0` .. `<name>_{N-1}`, a list names
+them; every name must match `shard_regex`. An unsharded table's one physical table is its name. The collector
+itself folds whatever physical tables match `shard_regex`; the declared ones are what the project shows (source
+assets, lineage) and what a test or demo creates. Declared columns must include the primary key and business key
+columns; a sharded table may not declare a column `source_table` (the merge adds it).
+
+`load_source_config(path)` raises `ConfigError` naming the file, the field and the table. `MysqlSettings` holds
+where the source server is; its password never appears in a repr or a log line.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ from typing import Any
 import yaml
 
 from sharp_dagster.cdc.shards import PHYSICAL_TABLE_COLUMN, ShardRule, ShardRules
+from sharp_dagster.cdc.source_columns import ColumnTypeError, SourceColumn, parse_column
 
 PASSWORD_ENV = "SHARP_CDC_MYSQL_PASSWORD"
 DEFAULT_TOPIC_TEMPLATE = "binlog.{database}"
@@ -56,13 +67,40 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class TableConfig:
-    """A logical table: its physical shards (by regex), its primary key, and optionally a business key."""
+    """A logical table: its physical shards (by regex), its primary key, and optionally a business key; its
+    declared columns and physical tables when the config gives them."""
 
     name: str
     primary_key: tuple[str, ...]
     shard_regex: str | None = None
     business_key: tuple[str, ...] | None = None
     unique_across_shards: bool = False
+    columns: tuple[SourceColumn, ...] = ()
+    declared_shards: tuple[str, ...] = ()
+
+    @property
+    def shards(self) -> tuple[str, ...]:
+        """The physical tables: the declared ones, else the name itself for an unsharded table (else none)."""
+        if self.declared_shards:
+            return self.declared_shards
+        return () if self.sharded else (self.name,)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def spark_schema(self) -> dict[str, str]:
+        """The declared columns' Spark SQL types, in declaration order."""
+        return {c.name: c.spark_type for c in self.columns}
+
+    def mysql_ddl(self, physical: str) -> str:
+        """`CREATE TABLE` of one physical table, from the declared columns and the primary key."""
+        if not self.columns:
+            raise ValueError(f"table {self.name}: no columns declared, no DDL to give")
+        cols = ",\n  ".join(f"`{c.name}` {c.mysql_type}" for c in self.columns)
+        pk = ", ".join(f"`{k}`" for k in self.primary_key)
+        return f"CREATE TABLE `{physical}` (\n  {cols},\n  PRIMARY KEY ({pk})\n)"
 
     @property
     def rule(self) -> ShardRule:
@@ -225,7 +263,17 @@ def source_config_from_dict(
             tw = f"{where}.tables[{j}]"
             t_map = r.mapping(raw_t, tw)
             r.no_unknown(
-                t_map, tw, {"name", "shard_regex", "primary_key", "business_key", "unique_across_shards"}
+                t_map,
+                tw,
+                {
+                    "name",
+                    "shard_regex",
+                    "shards",
+                    "primary_key",
+                    "business_key",
+                    "unique_across_shards",
+                    "columns",
+                },
             )
             tname = r.string(t_map, "name", tw, pattern=_IDENT, hint="a plain identifier")
             if tname in seen_t:
@@ -241,7 +289,9 @@ def source_config_from_dict(
             bk = r.columns(t_map, "business_key", tw, required=False)
             unique = r.boolean(t_map, "unique_across_shards", tw, default=False)
             _check_shard_key(r, tw, f"{name}.{tname}", regex, bk, unique)
-            tables.append(TableConfig(tname, pk, regex, bk, unique))
+            shards = _shards(r, t_map, tw, f"{name}.{tname}", regex)
+            columns = _columns(r, t_map, tw, f"{name}.{tname}", regex is not None, pk, bk)
+            tables.append(TableConfig(tname, pk, regex, bk, unique, columns, shards))
         databases.append(DatabaseConfig(name, topic, tuple(tables)))
     topics = [db.topic for db in databases]
     if len(set(topics)) != len(topics):
@@ -269,6 +319,81 @@ def _check_shard_key(
             f"{PHYSICAL_TABLE_COLUMN} to the business_key, or set unique_across_shards: true if the key is unique "
             "across all shards",
         )
+
+
+def _shards(r: _Reader, t_map, where: str, table: str, regex: str | None) -> tuple[str, ...]:
+    """The declared physical tables: a count N (`<name>_0` .. `<name>_{N-1}`) or a list, each matching the regex."""
+    value = t_map.get("shards")
+    if value is None:
+        return ()
+    field_path = f"{where}.shards"
+    if regex is None:
+        r.fail(
+            field_path, f"table {table} has no shard_regex: an unsharded table's physical table is its name"
+        )
+    logical = table.split(".", 1)[1]
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 1 <= value <= 100_000:
+            r.fail(field_path, f"table {table}: a shard count is from 1 to 100000, got {value}")
+        names = [f"{logical}_{i}" for i in range(value)]
+    elif isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        names = list(value)
+        if len(set(names)) != len(names):
+            r.fail(field_path, f"table {table}: a physical table is listed twice in {names}")
+    else:
+        r.fail(
+            field_path,
+            f"table {table}: expected a shard count or a list of physical table names, got {value!r}",
+        )
+    rule = ShardRule(logical, regex)
+    stray = [n for n in names if not rule.matches(n)]
+    if stray:
+        r.fail(field_path, f"table {table}: {', '.join(stray[:3])} do(es) not match shard_regex {regex!r}")
+    return tuple(names)
+
+
+def _columns(
+    r: _Reader,
+    t_map,
+    where: str,
+    table: str,
+    sharded: bool,
+    primary_key: tuple[str, ...],
+    business_key: tuple[str, ...] | None,
+) -> tuple[SourceColumn, ...]:
+    """The declared columns (`<name> <MySQL type>` each), holding the keys; none when not declared."""
+    value = t_map.get("columns")
+    if value is None:
+        return ()
+    field_path = f"{where}.columns"
+    if not isinstance(value, list) or not value:
+        r.fail(
+            field_path, f"table {table}: expected a non-empty list of '<name> <MySQL type>', got {value!r}"
+        )
+    columns: list[SourceColumn] = []
+    seen: set[str] = set()
+    for k, item in enumerate(value):
+        if not isinstance(item, str):
+            r.fail(f"{field_path}[{k}]", f"table {table}: expected '<name> <MySQL type>', got {item!r}")
+        try:
+            column = parse_column(item)
+        except ColumnTypeError as exc:
+            r.fail(f"{field_path}[{k}]", f"table {table}: {exc}")
+        if column.name.lower() in seen:
+            r.fail(f"{field_path}[{k}]", f"table {table}: column {column.name!r} is declared twice")
+        if sharded and column.name.lower() == PHYSICAL_TABLE_COLUMN:
+            r.fail(
+                f"{field_path}[{k}]",
+                f"table {table} is sharded: its ODS rows get a column {PHYSICAL_TABLE_COLUMN} (the physical "
+                "table), so no source column may have that name",
+            )
+        seen.add(column.name.lower())
+        columns.append(column)
+    for key_field, key in (("primary_key", primary_key), ("business_key", business_key or ())):
+        missing = [c for c in key if c.lower() not in seen and c.lower() != PHYSICAL_TABLE_COLUMN]
+        if missing:
+            r.fail(f"{where}.{key_field}", f"table {table}: {missing} not among the declared columns")
+    return tuple(columns)
 
 
 class _Reader:

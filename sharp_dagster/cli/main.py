@@ -16,21 +16,23 @@ COMMAND_MODULES = [
     "sharp_dagster.cli.cdc",
     "sharp_dagster.cli.tables",
 ]
+# The sample shop is a user of the product, not a part of it: its commands are there only when it is.
+DEMO_COMMANDS = "sharp_dagster.demo.cli"
+
+
+def command_modules() -> list[str]:
+    demo = [DEMO_COMMANDS] if importlib.util.find_spec("sharp_dagster.demo") is not None else []
+    return demo + COMMAND_MODULES
 
 
 class CliError(Exception):
     """A user error: printed as one line, exit status 2."""
 
 
-def _demo() -> list[str]:
-    """The demo's command group, when the demo package is there."""
-    return ["sharp_dagster.demo.cli"] if importlib.util.find_spec("sharp_dagster.demo") else []
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sharp-dagster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in [*_demo(), *COMMAND_MODULES]:
+    for name in command_modules():
         importlib.import_module(name).register(sub)
     return parser
 

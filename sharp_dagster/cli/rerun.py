@@ -22,8 +22,8 @@ def rerun_periods(asset_key: str, periods: Sequence[Period], out=None) -> int:
     out = out if out is not None else sys.stdout
     from dagster import AssetKey, DagsterInstance, materialize
 
+    from sharp_dagster.dagster_home import ensure_dagster_home
     from sharp_dagster.definitions import defs
-    from sharp_dagster.demo.run import ensure_dagster_home
     from sharp_dagster.settings import Settings
 
     ensure_dagster_home(Settings.from_env())

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
+from sharp_dagster.dagster_home import ensure_dagster_home
 from sharp_dagster.settings import Settings
 
 # Dagster logs every step at DEBUG to the console; the demo prints its own progress instead.
@@ -25,14 +26,6 @@ class DemoResult:
     rows: dict[str, dict[str, int]] = field(default_factory=dict)  # asset -> partition -> rows
     seconds: float = 0.0
     failed: str | None = None
-
-
-def ensure_dagster_home(settings: Settings) -> Path:
-    """Use DAGSTER_HOME when set, else `data/dagster_home` (created, and exported for Dagster)."""
-    home = Path(os.environ.get("DAGSTER_HOME") or settings.dagster_home)
-    home.mkdir(parents=True, exist_ok=True)
-    os.environ["DAGSTER_HOME"] = str(home)
-    return home
 
 
 def demo_days(start: str, days: int) -> list[str]:
@@ -72,7 +65,7 @@ def reset_demo_state(settings: Settings, out=sys.stdout) -> None:
 def bootstrap_ods(spark, store, sample_dir: Path) -> dict[str, int]:
     """The first ODS states: the generated snapshot, stamped with binlog position 0 (before every change)."""
     from sharp_dagster.assets.cdc_assets import bootstrap_state
-    from sharp_dagster.sources import register_sources, snapshot_table
+    from sharp_dagster.demo.sample_tables import register_sources, snapshot_table
     from sharp_dagster.warehouse.cdc_layout import ods_tables
 
     register_sources(spark, sample_dir)

@@ -179,7 +179,7 @@ def load_catalog(sql_dir: Path | str | None = None) -> WarehouseCatalog:
 
 @lru_cache(maxsize=8)
 def _load_catalog(sql_dir: Path) -> WarehouseCatalog:
-    from sharp_dagster.sources import external_schemas, other_assets, source_edges
+    from sharp_dagster.warehouse.sources import external_schemas, other_assets, source_edges
 
     return WarehouseCatalog(
         tables=discover(sql_dir),
