@@ -20,7 +20,7 @@ from sqlalchemy import insert, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from sharp_dagster.joblog.redact import scrub, scrub_text
+from sharp_dagster.redact import scrub, scrub_text
 
 log = logging.getLogger("sharp_dagster.alerts")
 

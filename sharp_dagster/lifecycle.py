@@ -66,7 +66,6 @@ from sharp_dagster.joblog import (
     check_ordered,
 )
 from sharp_dagster.joblog.planner import LogDrivenAsset, UpstreamNotDone, require_upstreams_done
-from sharp_dagster.joblog.redact import scrub_text
 from sharp_dagster.joblog.store import ClaimLost, Heartbeat, heartbeat_interval_s
 from sharp_dagster.lineage import openlineage
 from sharp_dagster.logdriven import (
@@ -76,6 +75,7 @@ from sharp_dagster.logdriven import (
     job_log_or_fail,
 )
 from sharp_dagster.periods import partition_values
+from sharp_dagster.redact import scrub_text
 from sharp_dagster.spark.iceberg import (
     STAGE_PREFIX,
     IcebergTables,

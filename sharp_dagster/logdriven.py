@@ -13,7 +13,7 @@ from dagster import Failure
 
 from sharp_dagster.db import BadDatabaseUrl, DatabaseUnavailable
 from sharp_dagster.joblog import JobHandle, JobLog
-from sharp_dagster.joblog.redact import scrub_text
+from sharp_dagster.redact import scrub_text
 from sharp_dagster.settings import Settings
 
 log = logging.getLogger("sharp_dagster.logdriven")

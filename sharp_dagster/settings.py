@@ -78,12 +78,12 @@ def parse_spark_conf(text: str) -> dict[str, str]:
 def redact_url(url: str) -> str:
     """Hide the secrets of a database URL for messages and logs (password, `?password=`-like parameters).
 
-    The one implementation is `sharp_dagster.joblog.redact.redact_url` (SQLAlchemy's URL parsing); imported here
+    The one implementation is `sharp_dagster.redact.redact_url` (SQLAlchemy's URL parsing); imported here
     lazily so that reading settings does not import SQLAlchemy.
 
     >>> redact_url("postgresql://etl:s3cret@db:5432/log")
     'postgresql://etl:***@db:5432/log'
     """
-    from sharp_dagster.joblog.redact import redact_url as _redact_url
+    from sharp_dagster.redact import redact_url as _redact_url
 
     return _redact_url(url)

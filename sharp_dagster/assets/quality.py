@@ -20,8 +20,8 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetK
 from sharp_dagster.dqc.context import RuleContext
 from sharp_dagster.dqc.evaluate import RuleResult, quality_score
 from sharp_dagster.dqc.rules import Rule, load_rules
-from sharp_dagster.joblog.redact import scrub_text
 from sharp_dagster.naming import key_str, parts
+from sharp_dagster.redact import scrub_text
 from sharp_dagster.spark.iceberg import IcebergTables, StagedPartition
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.warehouse.catalog import WarehouseCatalog, WarehouseDefinitionError

@@ -24,11 +24,11 @@ from dagster import (
 
 from sharp_dagster.assets import lineage_runtime, quality
 from sharp_dagster.joblog.planner import LogDrivenAsset
-from sharp_dagster.joblog.redact import scrub_text
 from sharp_dagster.lifecycle import PartitionRun, materialize_partitions
 from sharp_dagster.naming import parts
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.periods import keys_in_window, partition_values, period_of_key
+from sharp_dagster.redact import scrub_text
 from sharp_dagster.resources.io_manager import table_ref_for
 from sharp_dagster.warehouse.catalog import SqlTable, WarehouseCatalog
 

@@ -44,7 +44,7 @@ def _secret_free(exc: BaseException, engine: Engine) -> str:
     """The driver's message with the password removed, in case a driver ever echoes the DSN."""
     message = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     first = message[0] if message else type(exc).__name__
-    from sharp_dagster.joblog.redact import scrub_text
+    from sharp_dagster.redact import scrub_text
 
     password = engine.url.password
     return scrub_text(first, extra_secrets=[str(password)] if password else ()) or first

@@ -64,7 +64,7 @@ from sharp_dagster.joblog.models import (
     job_log,
     step_log,
 )
-from sharp_dagster.joblog.redact import scrub_text
+from sharp_dagster.redact import scrub_text
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from sharp_dagster.joblog.redact import MASK, known_secrets, redact_url, scrub, scrub_text
+from sharp_dagster.redact import MASK, known_secrets, redact_url, scrub, scrub_text
 
 SECRET_ENV = ("SHARP_CDC_MYSQL_PASSWORD", "SHARP_LOG_DB_URL", "SHARP_ALERT_WEBHOOK_URL")
 
