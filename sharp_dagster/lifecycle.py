@@ -65,9 +65,10 @@ from sharp_dagster.joblog import (
     Period,
     check_ordered,
 )
+from sharp_dagster.joblog.errors import ClaimLost
+from sharp_dagster.joblog.heartbeat import Heartbeat, heartbeat_interval_s
 from sharp_dagster.joblog.planner import UpstreamNotDone, require_upstreams_done
 from sharp_dagster.joblog.redact import scrub_text
-from sharp_dagster.joblog.store import ClaimLost, Heartbeat, heartbeat_interval_s
 from sharp_dagster.lineage import openlineage
 from sharp_dagster.logdriven import (
     PROJECT_NAME,

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
 from sharp_dagster.joblog.models import DONE_STATUSES, RUNNING, TIMEWINDOW
-from sharp_dagster.joblog.store import Attempt, JobLog, utcnow
+from sharp_dagster.joblog.records import Attempt
+from sharp_dagster.joblog.store import JobLog, utcnow
 
 WINDOW_FORMAT = "%Y%m%d%H%M%S"
 GRAINS: dict[str, timedelta] = {"daily": timedelta(days=1), "hourly": timedelta(hours=1)}

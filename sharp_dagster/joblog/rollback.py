@@ -22,16 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sharp_dagster.joblog.errors import ClaimRefused, JobLogError
+from sharp_dagster.joblog.heartbeat import claim_timeout_s
 from sharp_dagster.joblog.models import FAILURE
 from sharp_dagster.joblog.planner import PeriodSpec
-from sharp_dagster.joblog.store import (
-    ClaimRefused,
-    JobHandle,
-    JobLog,
-    JobLogError,
-    claim_timeout_s,
-    schedule_id_for,
-)
+from sharp_dagster.joblog.records import JobHandle, schedule_id_for
+from sharp_dagster.joblog.store import JobLog
 
 ROLLBACK_STEP = "rollback"
 ROLLBACK_PROJECT = "sharp_dagster"

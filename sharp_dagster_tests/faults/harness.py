@@ -249,7 +249,7 @@ def wait_stale(world: World, name: str, day: str, stale_s: float = STALE_S, time
     """Wait until the period's claim has had no heartbeat for longer than `stale_s` (by the job log's clock)."""
     jl = world.job_log()
     spec = world_asset(name).spec
-    from sharp_dagster.joblog.store import schedule_id_for
+    from sharp_dagster.joblog.records import schedule_id_for
 
     schedule = schedule_id_for(name, spec.period_for_key(day).range_start)
     deadline = time.monotonic() + timeout_s
@@ -263,7 +263,7 @@ def wait_stale(world: World, name: str, day: str, stale_s: float = STALE_S, time
 
 
 def claim_row(world: World, name: str, day: str):
-    from sharp_dagster.joblog.store import schedule_id_for
+    from sharp_dagster.joblog.records import schedule_id_for
 
     schedule = schedule_id_for(name, world_asset(name).spec.period_for_key(day).range_start)
     return world.job_log().inspect_claim(schedule)

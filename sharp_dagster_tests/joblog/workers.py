@@ -40,8 +40,9 @@ def claim_once(url: str, job_name: str, partition_key: str, run_id: str, barrier
     try:
         from datetime import datetime
 
+        from sharp_dagster.joblog.errors import ClaimRefused
         from sharp_dagster.joblog.planner import PeriodSpec
-        from sharp_dagster.joblog.store import ClaimRefused, JobLog
+        from sharp_dagster.joblog.store import JobLog
 
         job_log = JobLog(url)
         period = PeriodSpec("daily", datetime(2024, 1, 1)).period_for_key(partition_key)
