@@ -10,17 +10,18 @@ from __future__ import annotations
 import logging
 import traceback
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from sharp_dagster.joblog import spans as spans_mod
+from sharp_dagster.joblog.base import JobLogBase
 from sharp_dagster.joblog.errors import ClaimLost, ClaimRefused, JobLogError, error_text
 from sharp_dagster.joblog.heartbeat import Heartbeat, claim_timeout_s, heartbeat_interval_s
 from sharp_dagster.joblog.models import (
@@ -35,7 +36,7 @@ from sharp_dagster.joblog.models import (
     job_claim,
     job_log,
 )
-from sharp_dagster.joblog.records import ClaimWindow, JobHandle, JobRun, fmt_time, schedule_id_for
+from sharp_dagster.joblog.records import ClaimWindow, JobHandle, fmt_time, schedule_id_for
 from sharp_dagster.joblog.redact import scrub_text
 
 log = logging.getLogger(__name__)
@@ -149,19 +150,8 @@ class ClaimRequest:
         return attempt
 
 
-class ClaimsMixin:
-    """Claim, heartbeat, finish. `engine` and `takeover_hook` are set by `JobLog`."""
-
-    engine: Engine
-    takeover_hook: Callable[[Any], None] | None
-
-    if TYPE_CHECKING:
-
-        def now(self) -> datetime: ...
-
-        def get(self, job_id: str) -> JobRun | None: ...
-
-        def _ensure_asset(self, job_name: str) -> None: ...
+class ClaimsMixin(JobLogBase):
+    """Claim, heartbeat, finish."""
 
     def claim(
         self,
@@ -277,10 +267,6 @@ class ClaimsMixin:
             return None
         log.warning("%s: %s", request.schedule_id, reason)
         return request.handle(job_id, attempt, now, took_over=holder.job_id)
-
-    def _claim_row(self, schedule_id: str) -> Any:
-        with self.engine.connect() as conn:
-            return conn.execute(select(job_claim).where(job_claim.c.job_schedule_id == schedule_id)).first()
 
     def inspect_claim(self, job_schedule_id: str) -> Any:
         """The claim row of a period (job_id, run_id, claimed_at, heartbeat_time), or None when it is free."""

@@ -6,26 +6,17 @@ Every claim carries a fencing token, its attempt number (`JobHandle.token`); see
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
-from sqlalchemy.engine import Engine
 
+from sharp_dagster.joblog.base import JobLogBase
 from sharp_dagster.joblog.errors import StaleToken
 from sharp_dagster.joblog.models import RUNNING, job_claim, job_log
 from sharp_dagster.joblog.records import JobHandle
 
 
-class FencingMixin:
-    """`assert_current`. `engine` is set by `JobLog`."""
-
-    engine: Engine
-
-    if TYPE_CHECKING:
-
-        def now(self) -> datetime: ...
-
-        def _lost_message(self, handle: JobHandle) -> str: ...
+class FencingMixin(JobLogBase):
+    """`assert_current`."""
 
     def assert_current(self, handle: JobHandle, token: int | None = None) -> datetime:
         """Check that the period is still claimed with fencing token `token` (default: the handle's) and record

@@ -7,9 +7,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import bindparam, literal, select
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from sharp_dagster.joblog import spans as spans_mod
+from sharp_dagster.joblog.base import JobLogBase
 from sharp_dagster.joblog.models import DONE_STATUSES, RUNNING, job_log, step_log
 from sharp_dagster.joblog.records import Attempt, JobRun, StepRun, job_run
 
@@ -32,10 +33,8 @@ _LATEST_RANGE = select(*_ATTEMPT_COLUMNS).where(
 )
 
 
-class QueriesMixin:
-    """Read-only queries of the job log; `engine` is set by `JobLog`."""
-
-    engine: Engine
+class QueriesMixin(JobLogBase):
+    """Read-only queries of the job log."""
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:

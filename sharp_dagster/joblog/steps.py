@@ -5,13 +5,12 @@ from __future__ import annotations
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import insert, update
-from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
+from sharp_dagster.joblog.base import JobLogBase
 from sharp_dagster.joblog.errors import ClaimLost, JobLogError, error_text
 from sharp_dagster.joblog.models import (
     FAILURE,
@@ -26,14 +25,8 @@ from sharp_dagster.joblog.records import JobHandle, StepRecord
 from sharp_dagster.joblog.redact import scrub_text
 
 
-class StepsMixin:
-    """`step` records one step of a run; `set_*` write attributes of its job_log row. `engine` is set by `JobLog`."""
-
-    engine: Engine
-
-    if TYPE_CHECKING:
-
-        def now(self) -> datetime: ...
+class StepsMixin(JobLogBase):
+    """`step` records one step of a run; `set_*` write attributes of its job_log row."""
 
     @contextmanager
     def step(

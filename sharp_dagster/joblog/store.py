@@ -24,11 +24,13 @@ Guarantees (by construction on SQLite, PostgreSQL and MySQL; tested on SQLite an
   transaction: a claim removes the period, a success adds it, so the planner reads job_log rows only inside the
   gaps between spans.
 
+Transactions that write always write first: SQLite (pysqlite) starts its transaction lazily at the first write,
+and a transaction that read first could not upgrade its lock once another process has written.
 
 The work is split by concern; `JobLog` inherits it: `claims.py` (claim, heartbeat, finish, run), `fencing.py`
 (`assert_current`), `takeover.py` (ending a stale job by hand), `steps.py` (steps and row attributes),
-`queries.py` (reads). `errors.py` holds the exceptions, `records.py` the handles and rows, `heartbeat.py` the
-claim timeout and the heartbeat thread.
+`queries.py` (reads), on `base.py` (what they share). `errors.py` holds the exceptions, `records.py` the handles
+and rows, `heartbeat.py` the claim timeout and the heartbeat thread.
 """
 
 from __future__ import annotations
@@ -37,16 +39,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import IntegrityError
 
 from sharp_dagster.db import make_engine
 from sharp_dagster.joblog import spans as spans_mod
 from sharp_dagster.joblog.claims import ClaimsMixin
 from sharp_dagster.joblog.fencing import FencingMixin
 from sharp_dagster.joblog.migrate import ensure_schema
-from sharp_dagster.joblog.models import TIMEWINDOW, job_asset, job_log
+from sharp_dagster.joblog.models import TIMEWINDOW, job_log
 from sharp_dagster.joblog.queries import QueriesMixin
 from sharp_dagster.joblog.steps import StepsMixin
 from sharp_dagster.joblog.takeover import TakeoverMixin
@@ -67,27 +68,12 @@ class JobLog(ClaimsMixin, FencingMixin, TakeoverMixin, StepsMixin, QueriesMixin)
         clock: Callable[[], datetime] | None = None,
     ):
         engine = engine_or_url if isinstance(engine_or_url, Engine) else make_engine(engine_or_url)
-        self.engine: Engine = ensure_schema(engine)
+        self.engine = ensure_schema(engine)
         self._clock = clock or utcnow
-        self._assets_known: set[str] = set()
-        # Called with the claim row a takeover read and judged stale, just before its compare-and-set (claim and
-        # `takeover`). Tests put a heartbeat here to interleave "heartbeat arrives during a takeover" exactly.
-        self.takeover_hook: Callable[[Any], None] | None = None
-
-    def now(self) -> datetime:
-        return self._clock()
+        self._assets_known = set()
+        self.takeover_hook: Callable[[Any], None] | None = None  # see `JobLogBase.takeover_hook`
 
     # ------------------------------------------------------------------ success spans
-
-    def _ensure_asset(self, job_name: str) -> None:
-        if job_name in self._assets_known:
-            return
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(insert(job_asset).values(job_name=job_name, version=0, updated_at=self.now()))
-        except IntegrityError:
-            pass
-        self._assets_known.add(job_name)
 
     def rebuild_spans(self, job_name: str) -> int:
         """Recompute an asset's success spans from its time-window rows (latest attempt per period).

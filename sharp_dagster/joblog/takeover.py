@@ -6,32 +6,20 @@ gone, compare-and-set on the heartbeat judged stale so that a holder that is sti
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import delete, update
-from sqlalchemy.engine import Engine
 
+from sharp_dagster.joblog.base import JobLogBase
 from sharp_dagster.joblog.errors import JobNotFound, NothingChanged, NotRunning, StillAlive, error_text
 from sharp_dagster.joblog.heartbeat import claim_timeout_s
 from sharp_dagster.joblog.models import FAILURE, RUNNING, job_claim, job_log
 from sharp_dagster.joblog.records import JobRun
 
 
-class TakeoverMixin:
-    """`takeover` of a stale job. `engine` and `takeover_hook` are set by `JobLog`."""
-
-    engine: Engine
-    takeover_hook: Callable[[Any], None] | None
-
-    if TYPE_CHECKING:
-
-        def now(self) -> datetime: ...
-
-        def get(self, job_id: str) -> JobRun | None: ...
-
-        def _claim_row(self, schedule_id: str) -> Any: ...
+class TakeoverMixin(JobLogBase):
+    """`takeover` of a stale job."""
 
     def takeover(
         self,
