@@ -12,7 +12,7 @@ sensor or `sharp-dagster joblog rerun` (which launches Dagster runs).
    latest attempt (`planner.require_upstreams_done`), else the run is refused and recorded as FAILURE naming it.
 4. **read / transform**: the asset's `compute(key, run)` records its steps and returns the partition's rows.
 5. **stage**: the rows are written to an Iceberg branch `stage_<partition>_<attempt>` of the table; `main`, which
-   every reader reads, does not change (`spark/iceberg.py`). Branches left by killed attempts of the same partition
+   every reader reads, does not change (`spark/wap.py`). Branches left by killed attempts of the same partition
    are dropped first. A run may stage several tables (the ODS merge stages `ods_state` and `ods`).
 6. **strong rules**: all rules of the partition run in one scan of the staged rows; a failed strong rule drops the
    branches, records FAILURE and alerts: nothing was published.
@@ -78,15 +78,10 @@ from sharp_dagster.logdriven import (
     job_log_or_fail,
 )
 from sharp_dagster.partitions import partition_values
-from sharp_dagster.spark.iceberg import (
-    STAGE_PREFIX,
-    IcebergTables,
-    StagedPartition,
-    StalePublishError,
-    branch_name,
-    java_error,
-)
+from sharp_dagster.spark.iceberg import IcebergTables
+from sharp_dagster.spark.iceberg_base import java_error
 from sharp_dagster.spark.tables import TableRef
+from sharp_dagster.spark.wap import STAGE_PREFIX, StagedPartition, StalePublishError, branch_name
 
 log = logging.getLogger("sharp_dagster.lifecycle")
 
