@@ -36,7 +36,7 @@ def build_kafka_sensor(database: str, topic: str, minimum_interval_seconds: int 
     )
     def kafka_sensor(context: SensorEvaluationContext):
         from sharp_dagster.assets.cdc_assets import kafka_config
-        from sharp_dagster.cdc.landing import capture_end_offsets
+        from sharp_dagster.cdc.landing_kafka import capture_end_offsets
 
         ends = capture_end_offsets(kafka_config(), topic)
         cursor = json.dumps({str(p): o for p, o in sorted(ends.items())}, sort_keys=True)
@@ -59,7 +59,7 @@ def build_done_marker_sensor(database: str, ods_asset_keys: list[str], minimum_i
         description="checkdone: merges a day into the ODS tables once all 24 hourly done markers of it exist.",
     )
     def done_marker_sensor(context: SensorEvaluationContext):
-        from sharp_dagster.cdc.landing import day_complete
+        from sharp_dagster.cdc.done_markers import day_complete
         from sharp_dagster.logdriven import job_log
         from sharp_dagster.settings import Settings
 
