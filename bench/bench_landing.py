@@ -38,9 +38,9 @@ sys.path.insert(0, str(REPO))
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
 
 from sharp_dagster.cdc import binlog_schema as bs  # noqa: E402
-from sharp_dagster.cdc import landing  # noqa: E402
-from sharp_dagster.cdc.collector import ensure_topic  # noqa: E402
+from sharp_dagster.cdc import landing, landing_kafka, landing_parser  # noqa: E402
 from sharp_dagster.cdc.image_tables import write_typed_images  # noqa: E402
+from sharp_dagster.cdc.kafka_topics import ensure_topic  # noqa: E402
 from sharp_dagster.cdc.messages import BinlogMessage, Heartbeat, Quarantined, encode, parse_message  # noqa: E402
 from sharp_dagster.cdc.shards import ShardRules  # noqa: E402
 
@@ -110,11 +110,11 @@ def produce(servers: str, topic: str, records: list[tuple[int, bytes]]) -> None:
 # The old driver loop (sharp_dagster/cdc/landing.py before the Spark Kafka source), kept here only as the baseline.
 def old_land(spark, store, consumer_config, topic, shard_rules, database, timeout_s=600.0):
     ingest = int(time.time() * 1000)
-    errors = landing._BrokerErrors(consumer_config["bootstrap.servers"])
-    consumer = landing._consumer(consumer_config, errors)
+    errors = landing_kafka.BrokerErrors(consumer_config["bootstrap.servers"])
+    consumer = landing_kafka.landing_consumer(consumer_config, errors)
     try:
-        partitions = landing.topic_partitions(consumer, topic)
-        ends = landing.capture_end_offsets(consumer_config, topic)
+        partitions = landing_kafka.topic_partitions(consumer, topic)
+        ends = landing_kafka.capture_end_offsets(consumer_config, topic)
         starts = {}
         for p in partitions:
             low, _ = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)
@@ -128,7 +128,7 @@ def old_land(spark, store, consumer_config, topic, shard_rules, database, timeou
         )
     except KafkaException as exc:
         errors.raise_if_any(topic)
-        raise landing.LandingError(f"{topic}: {exc}") from exc
+        raise landing_kafka.LandingError(f"{topic}: {exc}") from exc
     finally:
         consumer.close()
     result.watermarks_ms = watermarks
@@ -147,7 +147,7 @@ def _old_read(consumer, errors, topic, starts, ends, rules, ingest, result, wate
     deadline = time.monotonic() + timeout_s
     while remaining:
         if time.monotonic() > deadline:
-            raise landing.LandingError(f"{topic}: read timed out after {timeout_s:.0f}s")
+            raise landing_kafka.LandingError(f"{topic}: read timed out after {timeout_s:.0f}s")
         batch = consumer.consume(1000, timeout=0.5)
         if not batch:
             errors.raise_if_any(topic)
@@ -160,7 +160,7 @@ def _old_read(consumer, errors, topic, starts, ends, rules, ingest, result, wate
                         result.end_offsets[p] = ends[p]
                         remaining.discard(p)
                     continue
-                raise landing.LandingError(f"{topic}[{p}]: {err.str()}")
+                raise landing_kafka.LandingError(f"{topic}[{p}]: {err.str()}")
             offset = msg.offset()
             if p not in remaining or offset >= ends[p]:
                 continue
@@ -231,14 +231,16 @@ def _old_write_rows(spark, store, database, rows, result):
 
 def _old_write_quarantine(spark, store, database, records, ingest, result):
     result.quarantined = len(records)
-    result.quarantine_reasons = dict(Counter(landing._reason_kind(q.reason) for q in records))
+    result.quarantine_reasons = dict(Counter(landing_parser.reason_kind(q.reason) for q in records))
     if not records:
         return
     ref = landing.quarantine_table_ref(database)
     schema = ", ".join(f"{n} {t}" for n, t in landing.QUARANTINE_COLUMNS)
     by_day = defaultdict(list)
     for q in records:
-        day = landing._utc(q.timestamp_ms if q.timestamp_ms is not None else ingest).strftime("%Y-%m-%d")
+        day = landing_parser.utc_datetime(q.timestamp_ms if q.timestamp_ms is not None else ingest).strftime(
+            "%Y-%m-%d"
+        )
         by_day[day].append((q.reason, q.topic, q.partition, q.offset, q.timestamp_ms, q.value, ingest))
     for day, batch in sorted(by_day.items()):
         store.write_partition(ref, {"dt": day}, spark.createDataFrame(batch, schema).coalesce(1))

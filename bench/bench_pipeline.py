@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         from dagster import DagsterInstance
 
-        from sharp_dagster.cdc.collector import ensure_topic
+        from sharp_dagster.cdc.kafka_topics import ensure_topic
         from sharp_dagster.definitions import defs
         from sharp_dagster.demo.replay import replay_day
         from sharp_dagster.warehouse.cdc_layout import landing_assets

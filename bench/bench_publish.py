@@ -158,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench_publish_"))
     os.environ["SHARP_DATA_DIR"] = str(work / "data")
     os.environ.setdefault("SHARP_SPARK_MASTER", "local[2]")
-    from sharp_dagster.spark.iceberg import TABLE_PROPERTIES, IcebergTables, apply_catalog_conf, catalog_conf
+    from sharp_dagster.spark.catalog import apply_catalog_conf, catalog_conf
+    from sharp_dagster.spark.iceberg import IcebergTables
+    from sharp_dagster.spark.iceberg_base import TABLE_PROPERTIES
     from sharp_dagster.spark.session import build_spark_session
     from sharp_dagster.spark.tables import TableRef
 

@@ -12,7 +12,7 @@ sensor or `sharp-dagster joblog rerun` (which launches Dagster runs).
    latest attempt (`planner.require_upstreams_done`), else the run is refused and recorded as FAILURE naming it.
 4. **read / transform**: the asset's `compute(key, run)` records its steps and returns the partition's rows.
 5. **stage**: the rows are written to an Iceberg branch `stage_<partition>_<attempt>` of the table; `main`, which
-   every reader reads, does not change (`spark/iceberg.py`). Branches left by killed attempts of the same partition
+   every reader reads, does not change (`spark/wap.py`). Branches left by killed attempts of the same partition
    are dropped first. A run may stage several tables (the ODS merge stages `ods_state` and `ods`).
 6. **strong rules**: all rules of the partition run in one scan of the staged rows; a failed strong rule drops the
    branches, records FAILURE and alerts: nothing was published.
@@ -65,8 +65,9 @@ from sharp_dagster.joblog import (
     Period,
     check_ordered,
 )
+from sharp_dagster.joblog.errors import ClaimLost
+from sharp_dagster.joblog.heartbeat import Heartbeat, heartbeat_interval_s
 from sharp_dagster.joblog.planner import LogDrivenAsset, UpstreamNotDone, require_upstreams_done
-from sharp_dagster.joblog.store import ClaimLost, Heartbeat, heartbeat_interval_s
 from sharp_dagster.lineage import openlineage
 from sharp_dagster.logdriven import (
     PROJECT_NAME,
@@ -76,15 +77,10 @@ from sharp_dagster.logdriven import (
 )
 from sharp_dagster.periods import partition_values
 from sharp_dagster.redact import scrub_text
-from sharp_dagster.spark.iceberg import (
-    STAGE_PREFIX,
-    IcebergTables,
-    StagedPartition,
-    StalePublishError,
-    branch_name,
-    java_error,
-)
+from sharp_dagster.spark.iceberg import IcebergTables
+from sharp_dagster.spark.iceberg_base import java_error
 from sharp_dagster.spark.tables import TableRef
+from sharp_dagster.spark.wap import STAGE_PREFIX, StagedPartition, StalePublishError, branch_name
 from sharp_dagster.warehouse.catalog_lineage import job_lineage
 
 log = logging.getLogger("sharp_dagster.lifecycle")

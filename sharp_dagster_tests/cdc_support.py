@@ -37,7 +37,7 @@ def local_broker():
 
 class CdcFeed:
     def __init__(self, defs, instance, bootstrap: bool = True):
-        from sharp_dagster.cdc.collector import ensure_topic
+        from sharp_dagster.cdc.kafka_topics import ensure_topic
         from sharp_dagster.demo.run import bootstrap_ods
         from sharp_dagster.warehouse.cdc_layout import landing_assets
 

@@ -118,7 +118,8 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
 
     def _land(jl, handle, window, spark_resource, store):
         """The landing's steps (`land`, `quarantine`, `done_markers`) under the claim; (result, hours marked)."""
-        from sharp_dagster.cdc.landing import land, write_done_markers
+        from sharp_dagster.cdc.done_markers import write_done_markers
+        from sharp_dagster.cdc.landing import land
 
         prior = _prior_watermarks(jl, job_name)
         with jl.step(handle, "land", source_type="kafka", target_type="parquet") as rec:
@@ -254,7 +255,8 @@ def build_ods_merge_asset(
         spark_resource = context.resources.spark
 
         def compute(key: str, run):
-            from sharp_dagster.cdc.landing import day_complete, hours_done, raw_table_ref
+            from sharp_dagster.cdc.done_markers import day_complete, hours_done
+            from sharp_dagster.cdc.landing import raw_table_ref
             from sharp_dagster.cdc.merge import merge_day, published
 
             spark, store = spark_resource.session(), run.tables

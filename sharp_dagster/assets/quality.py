@@ -22,8 +22,9 @@ from sharp_dagster.dqc.evaluate import RuleResult, quality_score
 from sharp_dagster.dqc.rules import Rule, load_rules
 from sharp_dagster.naming import key_str, parts
 from sharp_dagster.redact import scrub_text
-from sharp_dagster.spark.iceberg import IcebergTables, StagedPartition
+from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import TableRef
+from sharp_dagster.spark.wap import StagedPartition
 from sharp_dagster.warehouse.catalog import WarehouseCatalog, WarehouseDefinitionError
 from sharp_dagster.warehouse.dependencies import TableDeps
 from sharp_dagster.warehouse.variables import window_variables

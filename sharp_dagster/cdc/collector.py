@@ -29,6 +29,10 @@ source server's clock when caught up, minus a replica's lag (`source_clock.py`),
 transaction's event time). The collector host's own clock is never used for event time. The landing's done
 markers need them so that a partition without changes still shows progress.
 
+The parts: `collector_state.py` (the resume position and where it is saved), `kafka_topics.py` (producer defaults,
+topics), `binlog_events.py` (DDL statements, column types, row images), `binlog_server.py` (server settings and
+binlog positions read outside the stream).
+
 The connection password is never logged: python-mysql-replication's own parameter logging is turned off
 (`enable_logging=False`), because it would print control-connection settings.
 """
@@ -37,20 +41,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pymysql
 from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.constants import FIELD_TYPE, NONE_SOURCE
 from pymysqlreplication.event import (
     GtidEvent,
     HeartbeatLogEvent,
@@ -61,16 +61,20 @@ from pymysqlreplication.event import (
 )
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from sharp_dagster.cdc import binlog_server
+from sharp_dagster.cdc.binlog_events import column_type, jdbc_type, parse_ddl, row_image
 from sharp_dagster.cdc.binlog_schema import binlog_file_seq
-from sharp_dagster.cdc.config import DatabaseConfig, MysqlSettings, SourceConfig
-from sharp_dagster.cdc.messages import (
-    HEARTBEAT,
-    TRUNCATE,
-    BinlogMessage,
-    canonical_value,
-    encode,
-    update_old_values,
+from sharp_dagster.cdc.collector_state import (
+    CollectorError,
+    CollectorState,
+    FileStateStore,
+    StateStore,
+    format_gtid_pos,
+    parse_gtid_pos,
 )
+from sharp_dagster.cdc.config import DatabaseConfig, MysqlSettings, SourceConfig
+from sharp_dagster.cdc.kafka_topics import PRODUCER_DEFAULTS, ensure_topic
+from sharp_dagster.cdc.messages import HEARTBEAT, BinlogMessage, encode, update_old_values
 from sharp_dagster.cdc.source_clock import Clock, SourceClock
 
 log = logging.getLogger(__name__)
@@ -91,236 +95,7 @@ START_MODES = ("earliest", "current")
 _START_POSITION = re.compile(r"^(\d+-\d+-\d+(,\d+-\d+-\d+)*|[^:]+\.\d+:\d+)$")
 ONCE_HEARTBEAT_S = 0.2  # with `once`, how soon an idle server tells the collector that it has caught up
 
-# Producer settings the collector relies on; the caller's config may override them.
-PRODUCER_DEFAULTS = {
-    "acks": "all",
-    "enable.idempotence": True,  # no duplicates or reordering from librdkafka's own retries
-    "partitioner": "murmur2_random",  # the Java client's hash: other producers/tools agree on key -> partition
-    "linger.ms": 5,
-    "compression.type": "none",
-}
-_ADMIN_KEYS = re.compile(r"^(bootstrap\.servers|client\.id|security\.protocol|sasl\..*|ssl\..*|socket\..*)$")
 
-
-class CollectorError(RuntimeError):
-    """The collector cannot go on (bad server settings, undelivered messages, unreadable state)."""
-
-
-# ---------------------------------------------------------------------------------------------------- state
-@dataclass(frozen=True)
-class CollectorState:
-    """The resume position: the binlog position of the event after the last saved commit."""
-
-    source_id: str
-    binlog_file: str
-    binlog_pos: int
-    gtid_pos: str | None = None  # MariaDB: last committed GTID per domain, comma-separated (`0-1-42,1-1-7`)
-    event_ts_ms: int | None = None
-    saved_at_ms: int = 0
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str, origin: str = "state") -> CollectorState:
-        try:
-            data = json.loads(text)
-            return cls(**data)
-        except (ValueError, TypeError) as exc:
-            raise CollectorError(f"{origin}: not a collector state: {exc}") from exc
-
-
-class StateStore(Protocol):
-    def load(self) -> CollectorState | None: ...
-
-    def save(self, state: CollectorState) -> None: ...
-
-
-class FileStateStore:
-    """The state as a JSON file, replaced atomically (write a temp file, fsync, rename)."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-
-    def load(self) -> CollectorState | None:
-        if not self.path.exists():
-            return None
-        return CollectorState.from_json(self.path.read_text(), origin=str(self.path))
-
-    def save(self, state: CollectorState) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".state.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(state.to_json())
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-
-# ---------------------------------------------------------------------------------------------------- kafka
-def admin_config(producer_config: dict[str, Any]) -> dict[str, Any]:
-    """The connection part of a producer/consumer config, for an AdminClient."""
-    return {k: v for k, v in producer_config.items() if _ADMIN_KEYS.match(k)}
-
-
-def ensure_topic(client_config: dict[str, Any], topic: str, partitions: int, timeout: float = 15.0) -> int:
-    """Create `topic` with `partitions` partitions unless it exists; return its partition count."""
-    admin = AdminClient(admin_config(client_config))
-    existing = admin.list_topics(timeout=timeout).topics.get(topic)
-    if existing is None or existing.error is not None:
-        futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
-        try:
-            futures[topic].result(timeout)
-        except KafkaException as exc:
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise CollectorError(f"cannot create topic {topic}: {exc}") from exc
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(topic=topic, timeout=timeout).topics.get(topic)
-        if meta is not None and meta.error is None and meta.partitions:
-            return len(meta.partitions)
-        time.sleep(0.1)
-    raise CollectorError(f"topic {topic} has no partitions after {timeout:.0f}s")
-
-
-# ---------------------------------------------------------------------------------------------------- DDL
-_NAME = r"(?:`[^`]+`|[A-Za-z0-9_$]+)(?:\s*\.\s*(?:`[^`]+`|[A-Za-z0-9_$]+))?"
-_LEADING_COMMENTS = re.compile(r"^(?:\s+|/\*.*?\*/|--[^\n]*(?:\n|$)|#[^\n]*(?:\n|$))*", re.S)
-_DDL_PATTERNS: list[tuple[str, re.Pattern]] = [
-    ("ALTER", re.compile(rf"ALTER\s+(?:ONLINE\s+)?(?:IGNORE\s+)?TABLE\s+(?:IF\s+EXISTS\s+)?({_NAME})", re.I)),
-    (TRUNCATE, re.compile(rf"TRUNCATE\s+(?:TABLE\s+)?({_NAME})", re.I)),
-    (
-        "CREATE",
-        re.compile(
-            rf"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?({_NAME})", re.I
-        ),
-    ),
-    (
-        "ERASE",
-        re.compile(
-            rf"DROP\s+(?:TEMPORARY\s+)?TABLES?\s+(?:IF\s+EXISTS\s+)?({_NAME}(?:\s*,\s*{_NAME})*)", re.I
-        ),
-    ),
-    (
-        "RENAME",
-        re.compile(rf"RENAME\s+TABLES?\s+({_NAME}\s+TO\s+{_NAME}(?:\s*,\s*{_NAME}\s+TO\s+{_NAME})*)", re.I),
-    ),
-    (
-        "CINDEX",
-        re.compile(
-            rf"CREATE\s+(?:OR\s+REPLACE\s+)?(?:ONLINE\s+)?(?:UNIQUE\s+|FULLTEXT\s+|SPATIAL\s+)?INDEX\s+"
-            rf"(?:IF\s+NOT\s+EXISTS\s+)?\S+\s+(?:USING\s+\w+\s+)?ON\s+({_NAME})",
-            re.I,
-        ),
-    ),
-    ("DINDEX", re.compile(rf"DROP\s+INDEX\s+(?:IF\s+EXISTS\s+)?\S+\s+ON\s+({_NAME})", re.I)),
-]
-_NAME_PARTS = re.compile(r"(?:`([^`]+)`|([A-Za-z0-9_$]+))(?:\s*\.\s*(?:`([^`]+)`|([A-Za-z0-9_$]+)))?")
-
-
-def parse_ddl(sql: str, default_db: str) -> tuple[str, list[tuple[str, str]]] | None:
-    """(Canal type, [(database, table), ...]) of a DDL or TRUNCATE statement, or None for other statements.
-
-    >>> parse_ddl("ALTER TABLE `shop`.user_info_1 ADD COLUMN x INT", "other")
-    ('ALTER', [('shop', 'user_info_1')])
-    >>> parse_ddl("RENAME TABLE a TO b, c TO d", "shop")
-    ('RENAME', [('shop', 'a'), ('shop', 'b'), ('shop', 'c'), ('shop', 'd')])
-    """
-    body = _LEADING_COMMENTS.sub("", sql, count=1)
-    for kind, pattern in _DDL_PATTERNS:
-        match = pattern.match(body)
-        if match:
-            names = []
-            for q1, p1, q2, p2 in _NAME_PARTS.findall(match.group(1)):
-                first, second = q1 or p1, q2 or p2
-                if not second and p1.upper() == "TO":
-                    continue
-                db, table = (first, second) if second else (default_db, first)
-                if (db, table) not in names:
-                    names.append((db, table))
-            return kind, names
-    return None
-
-
-# ---------------------------------------------------------------------------------------------------- types
-_TYPE_NAMES = {
-    FIELD_TYPE.DECIMAL: "decimal",
-    FIELD_TYPE.NEWDECIMAL: "decimal",
-    FIELD_TYPE.TINY: "tinyint",
-    FIELD_TYPE.SHORT: "smallint",
-    FIELD_TYPE.INT24: "mediumint",
-    FIELD_TYPE.LONG: "int",
-    FIELD_TYPE.LONGLONG: "bigint",
-    FIELD_TYPE.FLOAT: "float",
-    FIELD_TYPE.DOUBLE: "double",
-    FIELD_TYPE.TIMESTAMP: "timestamp",
-    FIELD_TYPE.TIMESTAMP2: "timestamp",
-    FIELD_TYPE.DATETIME: "datetime",
-    FIELD_TYPE.DATETIME2: "datetime",
-    FIELD_TYPE.DATE: "date",
-    FIELD_TYPE.NEWDATE: "date",
-    FIELD_TYPE.TIME: "time",
-    FIELD_TYPE.TIME2: "time",
-    FIELD_TYPE.YEAR: "year",
-    FIELD_TYPE.VARCHAR: "varchar",
-    FIELD_TYPE.VAR_STRING: "varchar",
-    FIELD_TYPE.STRING: "char",
-    FIELD_TYPE.BIT: "bit",
-    FIELD_TYPE.JSON: "json",
-    FIELD_TYPE.ENUM: "enum",
-    FIELD_TYPE.SET: "set",
-    FIELD_TYPE.TINY_BLOB: "blob",
-    FIELD_TYPE.MEDIUM_BLOB: "blob",
-    FIELD_TYPE.LONG_BLOB: "blob",
-    FIELD_TYPE.BLOB: "blob",
-    FIELD_TYPE.GEOMETRY: "geometry",
-}
-# java.sql.Types codes, as Canal's `sqlType` carries them (informational).
-_JDBC_TYPES = {
-    "tinyint": -6,
-    "smallint": 5,
-    "mediumint": 4,
-    "int": 4,
-    "bigint": -5,
-    "float": 7,
-    "double": 8,
-    "decimal": 3,
-    "date": 91,
-    "time": 92,
-    "datetime": 93,
-    "timestamp": 93,
-    "year": 12,
-    "varchar": 12,
-    "char": 1,
-    "text": 2005,
-    "blob": 2004,
-    "varbinary": -3,
-    "binary": -2,
-    "bit": -7,
-    "json": 12,
-    "enum": 4,
-    "set": -7,
-    "geometry": -2,
-}
-
-
-def _column_type(column: Any) -> str:
-    name = _TYPE_NAMES.get(column.type, f"type{column.type}")
-    charset = (getattr(column, "character_set_name", None) or "").lower()
-    if name == "blob" and charset and charset != "binary":
-        name = "text"
-    elif name in ("varchar", "char") and charset == "binary":
-        name = "varbinary" if name == "varchar" else "binary"
-    if getattr(column, "unsigned", False) and name in ("tinyint", "smallint", "mediumint", "int", "bigint"):
-        name += " unsigned"
-    return name
-
-
-# ---------------------------------------------------------------------------------------------------- collector
 @dataclass
 class CollectStats:
     messages: int = 0
@@ -396,7 +171,7 @@ class Collector:
 
     def _run(self, once: bool) -> CollectStats:
         self._stats = CollectStats()
-        self._check_server()
+        binlog_server.check_server(self.mysql, self.source.flavor)
         saved = self.store.load()
         if saved is not None and saved.source_id != self.source.source_id:
             raise CollectorError(
@@ -404,7 +179,7 @@ class Collector:
             )
         self._saved = saved
         self._pending: CollectorState | None = None
-        self._gtids: dict[int, str] = _parse_gtid_pos(saved.gtid_pos if saved else None)
+        self._gtids: dict[int, str] = parse_gtid_pos(saved.gtid_pos if saved else None)
         self._group = _Group()
         self._delivery_errors: list[str] = []
         self._since_flush = 0
@@ -417,7 +192,7 @@ class Collector:
             db.topic: ensure_topic(self.producer_config, db.topic, self.source.topic_partitions)
             for db in self.source.databases
         }
-        end = self._binlog_end() if once else None
+        end = binlog_server.binlog_end(self.mysql) if once else None
         stream = self._open_stream(saved, once)
         stopped_by = "eof"
         try:
@@ -450,48 +225,6 @@ class Collector:
         self._stats.state = self._saved
         return self._stats
 
-    def _check_server(self) -> None:
-        """The binlog settings a correct capture depends on; the flavor must match the server."""
-        try:
-            conn = pymysql.connect(**self.mysql.pymysql_kwargs(), connect_timeout=10)
-        except pymysql.err.Error as exc:
-            raise CollectorError(f"cannot connect to {self.mysql.describe()}: {exc.args[-1]}") from exc
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SELECT VERSION()")
-                version = cur.fetchone()[0]
-                cur.execute(
-                    "SHOW GLOBAL VARIABLES WHERE Variable_name IN "
-                    "('log_bin', 'binlog_format', 'binlog_row_image', 'binlog_row_metadata')"
-                )
-                variables = {name.lower(): str(value).upper() for name, value in cur.fetchall()}
-        finally:
-            conn.close()
-        is_mariadb = "MARIADB" in version.upper()
-        if is_mariadb != (self.source.flavor == "mariadb"):
-            raise CollectorError(
-                f"{self.mysql.describe()} runs {version}, but the config says flavor {self.source.flavor!r}"
-            )
-        if variables.get("log_bin") != "ON":
-            raise CollectorError(
-                f"{self.mysql.describe()}: the binary log is off (start the server with --log-bin)"
-            )
-        if variables.get("binlog_format") != "ROW":
-            raise CollectorError(
-                f"{self.mysql.describe()}: binlog_format is {variables.get('binlog_format')}, need ROW"
-            )
-        if variables.get("binlog_row_metadata", "FULL") != "FULL":
-            raise CollectorError(
-                f"{self.mysql.describe()}: binlog_row_metadata is {variables.get('binlog_row_metadata')}, need FULL "
-                "(without it rows arrive without column names)"
-            )
-        if variables.get("binlog_row_image") != "FULL":
-            log.warning(
-                "%s: binlog_row_image is %s: columns that were not logged are left out of the row images",
-                self.mysql.describe(),
-                variables.get("binlog_row_image"),
-            )
-
     def _open_stream(self, saved: CollectorState | None, once: bool) -> BinLogStreamReader:
         kwargs: dict[str, Any] = dict(
             connection_settings=self.mysql.replication_settings(),
@@ -510,7 +243,7 @@ class Collector:
         )
         if self.source.flavor == "mariadb":
             kwargs["is_mariadb"] = True
-            gtid = saved.gtid_pos if saved else self._start_gtid()
+            gtid = saved.gtid_pos if saved else binlog_server.start_gtid(self.mysql, self.start)
             if gtid:
                 kwargs["auto_position"] = gtid
             self._stats.start_gtid = gtid
@@ -518,7 +251,7 @@ class Collector:
             if saved is not None:
                 kwargs["log_file"], kwargs["log_pos"] = saved.binlog_file, saved.binlog_pos
             elif self.start == "earliest":
-                kwargs["log_file"], kwargs["log_pos"] = self._first_binlog(), 4
+                kwargs["log_file"], kwargs["log_pos"] = binlog_server.first_binlog(self.mysql), 4
             elif ":" in self.start:
                 file_name, _, pos = self.start.rpartition(":")
                 kwargs["log_file"], kwargs["log_pos"] = file_name, int(pos)
@@ -556,55 +289,6 @@ class Collector:
             self.mysql.describe(),
             f"{last.binlog_file}:{last.binlog_pos} gtid {last.gtid_pos}" if last else "the start position",
         )
-
-    def _binlog_end(self) -> tuple[str, int]:
-        """The binlog file and position where the next event will be written (SHOW MASTER STATUS)."""
-        conn = pymysql.connect(**self.mysql.pymysql_kwargs(), connect_timeout=10)
-        try:
-            with conn.cursor() as cur:
-                try:
-                    cur.execute("SHOW MASTER STATUS")
-                except pymysql.err.ProgrammingError:
-                    cur.execute("SHOW BINARY LOG STATUS")  # MySQL 8.4
-                row = cur.fetchone()
-        finally:
-            conn.close()
-        if row is None:
-            raise CollectorError(
-                f"{self.mysql.describe()}: SHOW MASTER STATUS is empty: the binary log is off"
-            )
-        return row[0], int(row[1])
-
-    def _start_gtid(self) -> str | None:
-        """Where a first run starts on MariaDB: all retained binlogs, the current end, a GTID position, or the
-        GTID position of a `file:pos` (MariaDB's BINLOG_GTID_POS)."""
-        if self.start == "earliest":
-            return None
-        if self.start != "current" and ":" not in self.start:
-            return self.start
-        conn = pymysql.connect(**self.mysql.pymysql_kwargs())
-        try:
-            with conn.cursor() as cur:
-                if self.start == "current":
-                    cur.execute("SELECT @@GLOBAL.gtid_binlog_pos")
-                else:
-                    file_name, _, pos = self.start.rpartition(":")
-                    cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file_name, int(pos)))
-                return cur.fetchone()[0] or None
-        finally:
-            conn.close()
-
-    def _first_binlog(self) -> str:
-        conn = pymysql.connect(**self.mysql.pymysql_kwargs())
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SHOW BINARY LOGS")
-                rows = cur.fetchall()
-        finally:
-            conn.close()
-        if not rows:
-            raise CollectorError(f"{self.mysql.describe()}: SHOW BINARY LOGS lists no binlog")
-        return rows[0][0]
 
     # ------------------------------------------------------------------ events
     def _handle(self, event: Any, stream: BinLogStreamReader) -> None:
@@ -685,8 +369,8 @@ class Collector:
             if isinstance(binlog_pk, str) and binlog_pk
             else list(binlog_pk or ()) or list(table.primary_key)
         )
-        mysql_type = {c.name: _column_type(c) for c in event.columns if c.name}
-        sql_type = {name: _JDBC_TYPES.get(t.split()[0], 1111) for name, t in mysql_type.items()}
+        mysql_type = {c.name: column_type(c) for c in event.columns if c.name}
+        sql_type = {name: jdbc_type(t) for name, t in mysql_type.items()}
         if isinstance(event, WriteRowsEvent):
             kind = "INSERT"
         elif isinstance(event, UpdateRowsEvent):
@@ -696,11 +380,11 @@ class Collector:
         for idx, row in enumerate(event.rows):
             before = after = None
             if kind == "UPDATE":
-                before = _image(row["before_values"], row.get("before_none_sources"))
-                after = _image(row["after_values"], row.get("after_none_sources"), before)
+                before = row_image(row["before_values"], row.get("before_none_sources"))
+                after = row_image(row["after_values"], row.get("after_none_sources"), before)
                 data, old = after, update_old_values(before, after)
             else:
-                data = _image(row["values"], row.get("none_sources"))
+                data = row_image(row["values"], row.get("none_sources"))
                 old = None
             message = BinlogMessage(
                 type=kind,
@@ -732,7 +416,7 @@ class Collector:
             source_id=self.source.source_id,
             binlog_file=stream.log_file,
             binlog_pos=event.packet.log_pos,
-            gtid_pos=_format_gtid_pos(self._gtids),
+            gtid_pos=format_gtid_pos(self._gtids),
             event_ts_ms=event.timestamp * 1000,
         )
         self._last_commit_es = event.timestamp * 1000
@@ -834,38 +518,10 @@ class Collector:
         self._last_heartbeat = time.monotonic()
 
 
-def _image(values: dict[str, Any], none_sources: dict[str, str] | None, before: dict | None = None) -> dict:
-    """A row image as canonical strings; columns the binlog did not log (MINIMAL image) are left out."""
-    sources = none_sources or {}
-    image = {}
-    for name, value in values.items():
-        source = sources.get(name)
-        if source == NONE_SOURCE.COLS_BITMAP:
-            continue
-        if source == NONE_SOURCE.JSON_PARTIAL_UPDATE and before is not None and name in before:
-            image[name] = before[name]
-            continue
-        image[name] = canonical_value(value)
-    return image
-
-
 def _at_or_after(log_file: str | None, log_pos: int | None, end: tuple[str, int]) -> bool:
     if not log_file or log_pos is None:
         return False
     return (binlog_file_seq(log_file), log_pos) >= (binlog_file_seq(end[0]), end[1])
-
-
-def _parse_gtid_pos(text: str | None) -> dict[int, str]:
-    gtids: dict[int, str] = {}
-    for part in (text or "").split(","):
-        part = part.strip()
-        if part:
-            gtids[int(part.split("-", 1)[0])] = part
-    return gtids
-
-
-def _format_gtid_pos(gtids: dict[int, str]) -> str | None:
-    return ",".join(gtids[d] for d in sorted(gtids)) or None
 
 
 def collect(

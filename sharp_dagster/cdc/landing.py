@@ -44,40 +44,42 @@ The consumer config is librdkafka's (`bootstrap.servers`, `security.protocol`, .
 Spark's Java Kafka clients get `bootstrap.servers`, `security.protocol` and `sasl.mechanism(s)` from it, plus every
 `kafka.`-prefixed key as is (e.g. `kafka.sasl.jaas.config`, `kafka.ssl.truststore.location`): Java client
 settings that librdkafka does not know, passed to Spark only.
+
+The parts: `landing_kafka.py` (consumer, offsets, the watched Spark read), `landing_parser.py` (the executors'
+parser), `done_markers.py` (the hourly done markers).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import os
-import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
-from pyspark import InheritableThread, StorageLevel
+from confluent_kafka import Consumer, KafkaException
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
 from sharp_dagster.cdc import binlog_schema as bs
-from sharp_dagster.cdc import messages
 from sharp_dagster.cdc.image_tables import write_typed_images
+from sharp_dagster.cdc.landing_kafka import (
+    BrokerErrors,
+    LandingError,
+    kafka_watermarks,
+    landing_consumer,
+    spark_kafka_options,
+    watched,
+)
+from sharp_dagster.cdc.landing_parser import HEARTBEAT, PARSED_COLUMNS, QUARANTINE, ROW, RecordParser
 from sharp_dagster.cdc.shards import ShardRules
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import TableRef
 
 RAW_DATABASE = "original_binlog"
-HOUR_MS = 3_600_000
 DATA_COLUMNS = [name for name, _ in bs.RAW_BINLOG_COLUMNS]
 QUARANTINE_COLUMNS: list[tuple[str, str]] = [
     ("reason", "string"),
@@ -88,40 +90,8 @@ QUARANTINE_COLUMNS: list[tuple[str, str]] = [
     ("raw_value", "binary"),
     ("quarantined_at_ms", "bigint"),
 ]
-# What the executors' parser returns for every record: a landed row, a heartbeat or a quarantined record, told
-# apart by `kind`. Rows fill the raw binlog columns; heartbeats the event time and Kafka position; quarantined
-# records the reason, Kafka position and timestamp, raw value, and in `dt` the day of their quarantine partition.
-PARSED_COLUMNS: list[tuple[str, str]] = [
-    ("kind", "string"),
-    ("reason", "string"),
-    ("reason_kind", "string"),
-    ("kafka_timestamp_ms", "bigint"),
-    ("raw_value", "binary"),
-    *bs.RAW_BINLOG_COLUMNS,
-    *((name, "string") for name in bs.RAW_BINLOG_PARTITION_COLUMNS),
-]
-ROW, HEARTBEAT, QUARANTINE = "row", "heartbeat", "quarantine"
-CONSUMER_DEFAULTS = {
-    "group.id": "sharp-dagster-landing",  # required by librdkafka; never joined (assign) nor committed
-    "enable.auto.commit": False,
-    "enable.auto.offset.store": False,
-    "enable.partition.eof": True,
-    "auto.offset.reset": "error",
-    "fetch.wait.max.ms": 100,
-}
-# librdkafka settings that Spark's Java Kafka clients know under a name of their own.
-JAVA_CLIENT_KEYS = {
-    "bootstrap.servers": "bootstrap.servers",
-    "security.protocol": "security.protocol",
-    "sasl.mechanism": "sasl.mechanism",
-    "sasl.mechanisms": "sasl.mechanism",
-}
 # Records per Spark task above which a topic with fewer partitions than cores is split into more tasks.
 SPLIT_ABOVE_RECORDS = 20_000
-
-
-class LandingError(RuntimeError):
-    """The topic cannot be landed as asked (offsets out of range, broker unreachable, read timed out)."""
 
 
 def raw_table_ref(database: str) -> TableRef:
@@ -163,78 +133,6 @@ class LandingResult:
         return data
 
 
-# ---------------------------------------------------------------------------------------------------- kafka
-class _BrokerErrors:
-    """librdkafka reports a lost cluster through the error callback, never as a message: keep it to fail fast.
-
-    Without this a read whose brokers all went away would wait for its whole timeout; with it the landing fails
-    within seconds, records no offsets, and the next run reads the same range again.
-    """
-
-    FATAL = {KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION}
-
-    def __init__(self, servers: str = "") -> None:
-        self.servers = servers
-        self.errors: list[KafkaError] = []
-
-    def __call__(self, error: KafkaError) -> None:
-        if error.code() in self.FATAL or error.fatal():
-            self.errors.append(error)
-
-    def raise_if_any(self, topic: str) -> None:
-        if self.errors:
-            raise LandingError(
-                f"{topic}: the Kafka cluster at {self.servers or '?'} became unreachable: {self.errors[-1].str()}"
-            )
-
-
-def _consumer(consumer_config: Mapping[str, Any], errors: _BrokerErrors | None = None) -> Consumer:
-    extra = {"error_cb": errors} if errors is not None else {}
-    # `kafka.`-prefixed keys are Java client settings for Spark's source; librdkafka would reject them.
-    own = {k: v for k, v in consumer_config.items() if not k.startswith("kafka.")}
-    return Consumer({**CONSUMER_DEFAULTS, **own, **extra})
-
-
-def spark_kafka_options(consumer_config: Mapping[str, Any]) -> dict[str, str]:
-    """The options of Spark's Kafka source for the cluster `consumer_config` (librdkafka's) reaches."""
-    if not consumer_config.get("bootstrap.servers"):
-        raise ValueError("the Kafka consumer config has no bootstrap.servers")
-    options = {
-        f"kafka.{JAVA_CLIENT_KEYS[k]}": str(v) for k, v in consumer_config.items() if k in JAVA_CLIENT_KEYS
-    }
-    options.update({k: str(v) for k, v in consumer_config.items() if k.startswith("kafka.")})
-    return options
-
-
-def topic_partitions(consumer: Consumer, topic: str, timeout: float = 15.0) -> list[int]:
-    meta = consumer.list_topics(topic=topic, timeout=timeout).topics.get(topic)
-    if meta is None or meta.error is not None or not meta.partitions:
-        reason = meta.error if meta is not None and meta.error is not None else "no partitions"
-        raise LandingError(f"topic {topic} is not available: {reason}")
-    return sorted(meta.partitions)
-
-
-def _watermarks(consumer: Consumer, topic: str, timeout: float = 30.0) -> dict[int, tuple[int, int]]:
-    """(first retained offset, offset after the last record) of every partition now (Kafka's ListOffsets)."""
-    marks = {}
-    for p in topic_partitions(consumer, topic, timeout):
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
-        marks[p] = (int(low), int(high))
-    return marks
-
-
-def capture_end_offsets(
-    consumer_config: Mapping[str, Any], topic: str, timeout: float = 30.0
-) -> dict[int, int]:
-    """The offset after the last record of every partition now (Kafka's ListOffsets high watermark)."""
-    consumer = _consumer(consumer_config)
-    try:
-        return {p: high for p, (_low, high) in _watermarks(consumer, topic, timeout).items()}
-    finally:
-        consumer.close()
-
-
-# ---------------------------------------------------------------------------------------------------- landing
 def land(
     spark: SparkSession,
     table_store: IcebergTables,
@@ -262,12 +160,14 @@ def land(
     database = database or _database_of(topic)
     ingest = ingest_ts_ms if ingest_ts_ms is not None else int(time.time() * 1000)
     options = spark_kafka_options(consumer_config)
-    errors = _BrokerErrors(options["kafka.bootstrap.servers"])
-    consumer = _consumer(consumer_config, errors)
+    errors = BrokerErrors(options["kafka.bootstrap.servers"])
+    consumer = landing_consumer(consumer_config, errors)
     parsed: _Parsed | None = None
     try:
         try:
-            marks = _watermarks(consumer, topic)  # one ListOffsets per partition: first offsets, and the ends
+            marks = kafka_watermarks(
+                consumer, topic
+            )  # one ListOffsets per partition: first offsets, and the ends
             partitions = sorted(marks)
             ends = (
                 {p: high for p, (_low, high) in marks.items()}
@@ -355,7 +255,7 @@ class _Parsed:
 
 def _read(
     consumer: Consumer,
-    errors: _BrokerErrors,
+    errors: BrokerErrors,
     topic: str,
     starts: dict[int, int],
     ends: dict[int, int],
@@ -396,7 +296,7 @@ def _read(
         "partition",
         "offset",
         F.when(millis >= 0, millis).otherwise(F.lit(None)).alias("timestamp_ms"),
-    ).mapInArrow(_Parser(topic, rules, ingest, result.database, to_arrow_schema(schema)), schema)
+    ).mapInArrow(RecordParser(topic, rules, ingest, result.database, to_arrow_schema(schema)), schema)
 
     def read_and_summarize(abandoned: threading.Event) -> list:
         # persist() already plans the query, and planning asks the brokers for the topic's partitions: both
@@ -416,7 +316,7 @@ def _read(
 
     parsed: _Parsed | None = None
     try:
-        summary = _watched(
+        summary = watched(
             spark, consumer, errors, topic, read_and_summarize, timeout_s, abandon=records.unpersist
         )
         parsed = _Parsed(records, records.filter(F.col("kind") == ROW), {}, [])
@@ -476,126 +376,6 @@ def _summarize(
     return rows_read, per_hour, sorted(days)
 
 
-class _Parser:
-    """The executors' side: Arrow batches of Kafka records (value, partition, offset, timestamp_ms) in, Arrow
-    batches of PARSED_COLUMNS out, every record through `messages.parse_message`.
-
-    A module-level class, so Spark ships it by reference and every Python worker imports the parser itself.
-    `schema` is the Arrow schema of PARSED_COLUMNS as Spark expects it back (computed on the driver).
-    """
-
-    def __init__(self, topic: str, rules: ShardRules, ingest: int, database: str, schema: pa.Schema):
-        self.topic, self.rules, self.ingest, self.database = topic, rules, ingest, database
-        self.schema = schema
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
-
-        for batch in batches:
-            columns = (batch.column(i).to_pylist() for i in range(4))
-            parsed = [self.parse(*record) for record in zip(*columns, strict=True)]
-            # Missing keys are nulls: a row change fills no quarantine fields, a heartbeat only its position.
-            yield pa.RecordBatch.from_pylist(parsed, schema=self.schema)
-
-    def parse(self, value: Any, partition: int, offset: int, timestamp_ms: int | None) -> dict[str, Any]:
-        parsed = messages.parse_message(
-            value,
-            self.topic,
-            partition,
-            offset,
-            self.rules,
-            ingest_ts_ms=self.ingest,
-            timestamp_ms=timestamp_ms,
-            expected_database=self.database,  # the topic carries this database only
-        )
-        if isinstance(parsed, messages.Heartbeat):
-            return self._position(HEARTBEAT, partition, offset, event_ts_ms=parsed.es_ms)
-        if isinstance(parsed, messages.Quarantined):
-            # The record's own timestamp fixes the day, so re-landing the same offsets hits the same partition.
-            day = _utc(timestamp_ms if timestamp_ms is not None else self.ingest).strftime("%Y-%m-%d")
-            return self._position(
-                QUARANTINE,
-                partition,
-                offset,
-                reason=parsed.reason,
-                reason_kind=_reason_kind(parsed.reason),
-                kafka_timestamp_ms=timestamp_ms,
-                raw_value=bytes(parsed.value),
-                dt=day,
-            )
-        parsed["kind"] = ROW  # a fresh dict of the row's columns, ours to extend
-        return parsed
-
-    def _position(self, kind: str, partition: int, offset: int, **values: Any) -> dict[str, Any]:
-        values.update(kind=kind, kafka_topic=self.topic, kafka_partition=partition, kafka_offset=offset)
-        return values
-
-
-def _watched(
-    spark: SparkSession,
-    consumer: Consumer,
-    errors: _BrokerErrors,
-    topic: str,
-    action: Callable[[threading.Event], Any],
-    timeout_s: float,
-    abandon: Callable[[], Any],
-) -> Any:
-    """Run the Spark `action` in a job group while this thread watches the cluster and the clock.
-
-    A lost cluster (librdkafka's error callback) or the deadline cancels the group's jobs and raises a
-    `LandingError`; a failure of the action itself is re-raised as one, naming the brokers when they are gone.
-    Spark's driver may be inside a Kafka metadata call that no cancel reaches: that thread then ends on its own
-    after its client's timeouts, sees it was abandoned (`action` gets the event) and calls `abandon` (e.g. to
-    drop a cache it made).
-    """
-    sc = spark.sparkContext
-    group = f"sharp-dagster-landing-{uuid.uuid4().hex}"
-    outcome: dict[str, Any] = {}
-    abandoned = threading.Event()
-
-    def run() -> None:
-        sc.setJobGroup(group, f"land {topic}", interruptOnCancel=True)
-        try:
-            outcome["value"] = action(abandoned)
-        except BaseException as exc:  # noqa: BLE001 - handed to the watching thread
-            outcome["error"] = exc
-        if abandoned.is_set():
-            abandon()
-
-    worker = InheritableThread(target=run, name=f"landing-{topic}", daemon=True)
-    worker.start()
-    deadline = time.monotonic() + timeout_s
-    while worker.is_alive():
-        consumer.poll(0.2)  # serves librdkafka's callbacks (no partition is assigned: returns nothing)
-        if errors.errors or time.monotonic() > deadline:
-            abandoned.set()
-            sc.cancelJobGroup(group)
-            worker.join(5)
-            errors.raise_if_any(topic)
-            raise LandingError(f"{topic}: Spark's Kafka read timed out after {timeout_s:.0f}s")
-        worker.join(0.05)
-    if "error" in outcome:
-        exc = outcome["error"]
-        errors.raise_if_any(topic)
-        _probe(consumer, errors, topic)
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise LandingError(f"{topic}: Spark's Kafka read failed: {first[:1000]}") from exc
-    return outcome["value"]
-
-
-def _probe(consumer: Consumer, errors: _BrokerErrors, topic: str) -> None:
-    """Raise the 'unreachable' LandingError when the cluster does not answer a metadata request now."""
-    try:
-        consumer.list_topics(topic=topic, timeout=5)
-    except KafkaException as exc:
-        errors.raise_if_any(topic)
-        raise LandingError(
-            f"{topic}: the Kafka cluster at {errors.servers} became unreachable: "
-            f"{exc.args[0].str() if exc.args else exc}"
-        ) from exc
-    errors.raise_if_any(topic)
-
-
 def _write_rows(
     store: IcebergTables, database: str, parsed: _Parsed, result: LandingResult, props: Mapping[str, str]
 ) -> None:
@@ -647,139 +427,9 @@ def _write_quarantine(
     store.append(ref, quarantined, properties=props)
 
 
-def _reason_kind(reason: str) -> str:
-    return reason.split(":", 1)[0]
-
-
-def _utc(ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-
-
 def low_watermark(watermarks: Mapping[int, int | None]) -> int | None:
     """The minimum over partitions, or None while some partition has none."""
     values = list(watermarks.values())
     if not values or any(v is None for v in values):
         return None
     return min(values)  # type: ignore[type-var]
-
-
-# ---------------------------------------------------------------------------------------------------- done markers
-class DoneMarkers:
-    """The hourly done markers of one source database under a warehouse folder (local path or Hadoop URI)."""
-
-    def __init__(self, warehouse_dir: str | Path, database: str, spark: SparkSession | None = None):
-        self.warehouse_dir = str(warehouse_dir).rstrip("/")
-        self.database = database
-        self.root = f"{self.warehouse_dir}/{RAW_DATABASE}.db/_done/{database}"
-        self._fs = _MarkerFs(self.warehouse_dir, spark)
-
-    def marker_path(self, day: str, hour: str) -> str:
-        return f"{self.root}/dt={day}/hour={hour}"
-
-    def write(
-        self, low_watermark_ms: int | None, lateness_minutes: int, since_ms: int
-    ) -> list[tuple[str, str]]:
-        """Write the marker of every hour from the hour of `since_ms` whose end + lateness the watermark passed.
-
-        Returns the (dt, hour) markers written now; existing markers are left as they are.
-        """
-        if low_watermark_ms is None:
-            return []
-        written: list[tuple[str, str]] = []
-        hour_start = since_ms - since_ms % HOUR_MS
-        lateness_ms = lateness_minutes * 60_000
-        payload = {"low_watermark_ms": low_watermark_ms, "lateness_minutes": lateness_minutes}
-        while hour_start + HOUR_MS + lateness_ms <= low_watermark_ms:
-            when = _utc(hour_start)
-            day, hour = when.strftime("%Y-%m-%d"), when.strftime("%H")
-            path = self.marker_path(day, hour)
-            if not self._fs.exists(path):
-                body = {**payload, "written_at_ms": int(time.time() * 1000), "hour_start_ms": hour_start}
-                self._fs.write(path, json.dumps(body, sort_keys=True))
-                written.append((day, hour))
-            hour_start += HOUR_MS
-        return written
-
-    def hours_done(self, day: str) -> list[str]:
-        """The hours ('00'..'23') of `day` (YYYY-MM-DD) that have a marker, sorted."""
-        names = self._fs.list(f"{self.root}/dt={day}")
-        return sorted(n.split("=", 1)[1] for n in names if n.startswith("hour="))
-
-    def day_complete(self, day: str) -> bool:
-        return len(self.hours_done(day)) == 24
-
-
-def write_done_markers(
-    warehouse_dir: str | Path,
-    database: str,
-    low_watermark_ms: int | None,
-    lateness_minutes: int,
-    since_ms: int,
-    spark: SparkSession | None = None,
-) -> list[tuple[str, str]]:
-    """See `DoneMarkers.write`."""
-    return DoneMarkers(warehouse_dir, database, spark).write(low_watermark_ms, lateness_minutes, since_ms)
-
-
-def hours_done(
-    warehouse_dir: str | Path, database: str, day: str, spark: SparkSession | None = None
-) -> list[str]:
-    return DoneMarkers(warehouse_dir, database, spark).hours_done(day)
-
-
-def day_complete(
-    warehouse_dir: str | Path, database: str, day: str, spark: SparkSession | None = None
-) -> bool:
-    """True when all 24 hourly markers of `day` exist: the daily merge of that day may run."""
-    return DoneMarkers(warehouse_dir, database, spark).day_complete(day)
-
-
-class _MarkerFs:
-    """Tiny file access: the local file system for plain paths, Hadoop's FileSystem (through Spark) otherwise."""
-
-    def __init__(self, root: str, spark: SparkSession | None):
-        self.local = "://" not in root or root.startswith("file://")
-        self.spark = spark
-        if not self.local and spark is None:
-            raise ValueError(f"done markers under {root} need a SparkSession to reach the file system")
-
-    @staticmethod
-    def _local(path: str) -> Path:
-        return Path(path[len("file://") :] if path.startswith("file://") else path)
-
-    def _hadoop(self, path: str):
-        jvm = self.spark.sparkContext._jvm  # type: ignore[union-attr]
-        conf = self.spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-        hpath = jvm.org.apache.hadoop.fs.Path(path)
-        return hpath, hpath.getFileSystem(conf)
-
-    def exists(self, path: str) -> bool:
-        if self.local:
-            return self._local(path).exists()
-        hpath, fs = self._hadoop(path)
-        return bool(fs.exists(hpath))
-
-    def write(self, path: str, text: str) -> None:
-        if self.local:
-            target = self._local(path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".marker.", dir=target.parent)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-            os.replace(tmp, target)
-            return
-        hpath, fs = self._hadoop(path)
-        out = fs.create(hpath, True)
-        try:
-            out.write(bytearray(text.encode("utf-8")))
-        finally:
-            out.close()
-
-    def list(self, folder: str) -> list[str]:
-        if self.local:
-            base = self._local(folder)
-            return [p.name for p in base.iterdir() if p.is_file()] if base.is_dir() else []
-        hpath, fs = self._hadoop(folder)
-        if not fs.exists(hpath):
-            return []
-        return [s.getPath().getName() for s in fs.listStatus(hpath) if s.isFile()]

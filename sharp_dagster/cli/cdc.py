@@ -85,7 +85,8 @@ def _load_config(path: str):
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from sharp_dagster.cdc.collector import Collector, CollectorError
+    from sharp_dagster.cdc.collector import Collector
+    from sharp_dagster.cdc.collector_state import CollectorError
     from sharp_dagster.cdc.config import ConfigError, MysqlSettings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -129,7 +130,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def cmd_land(args: argparse.Namespace) -> int:
-    from sharp_dagster.cdc.landing import LandingError, land, write_done_markers
+    from sharp_dagster.cdc.done_markers import write_done_markers
+    from sharp_dagster.cdc.landing import land
+    from sharp_dagster.cdc.landing_kafka import LandingError
     from sharp_dagster.settings import Settings
     from sharp_dagster.spark.iceberg import warehouse_tables
     from sharp_dagster.spark.session import build_spark_session

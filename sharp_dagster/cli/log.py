@@ -17,7 +17,8 @@ from sharp_dagster.cli.main import CliError
 # The job log's engine (SQLAlchemy, Alembic) is imported inside the commands: building the CLI's parser, which
 # every `sharp-dagster` call does, must not pay for it.
 if TYPE_CHECKING:
-    from sharp_dagster.joblog.store import JobLog, JobRun
+    from sharp_dagster.joblog.records import JobRun
+    from sharp_dagster.joblog.store import JobLog
     from sharp_dagster.periods import Period, PeriodSpec
 
 _ASSET_KEY = re.compile(r"^[A-Za-z0-9_\-]+(/[A-Za-z0-9_\-]+)+$")
@@ -263,7 +264,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_takeover(args: argparse.Namespace) -> int:
-    from sharp_dagster.joblog.store import JobLogError, utcnow
+    from sharp_dagster.joblog.errors import JobLogError
+    from sharp_dagster.joblog.store import utcnow
 
     job_log = _job_log(args)
     reason = args.reason or f"taken over from the command line at {utcnow():%Y-%m-%d %H:%M:%S} UTC"

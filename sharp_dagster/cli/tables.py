@@ -100,7 +100,7 @@ def _ref(name: str, tables: Any = None) -> Any:
 
 def _sql_error(exc: BaseException) -> str:
     """The problem in one line or a few: Spark's own message, without the Java stack trace."""
-    from sharp_dagster.spark.iceberg import java_error
+    from sharp_dagster.spark.iceberg_base import java_error
 
     kind, message = java_error(exc)
     text = message if getattr(exc, "java_exception", None) is not None else str(exc)
@@ -276,7 +276,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from sharp_dagster.db import BadDatabaseUrl, DatabaseUnavailable
     from sharp_dagster.joblog.rollback import RollbackRefused, rollback_table
     from sharp_dagster.joblog.store import JobLog
-    from sharp_dagster.spark.iceberg import StalePublishError
+    from sharp_dagster.spark.wap import StalePublishError
 
     settings = _settings()
     specs = _known_assets()  # the same asset specs as `sharp-dagster log rerun`

@@ -126,7 +126,7 @@ def _run_days(settings: Settings, days: int, manifest: dict, out, t0: float) -> 
     from dagster import DagsterInstance
 
     from sharp_dagster.assets.cdc_assets import KAFKA_ENV
-    from sharp_dagster.cdc.collector import ensure_topic
+    from sharp_dagster.cdc.kafka_topics import ensure_topic
     from sharp_dagster.demo.replay import replay_day
     from sharp_dagster.warehouse.catalog import DEFAULT_START
     from sharp_dagster.warehouse.cdc_layout import landing_assets

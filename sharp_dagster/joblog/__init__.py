@@ -1,7 +1,7 @@
 """The log-driven execution engine: the job log outside Dagster (claims, heartbeats, steps, planning).
 
-Plain Python and SQLAlchemy, no Dagster import. `store.JobLog` records runs, `planner` computes what is due and
-in which order, `incremental` holds the three range modes, `migrate.ensure_schema` creates the tables.
+Plain Python and SQLAlchemy, no Dagster import. `store.JobLog` records runs (split into `claims`, `fencing`,
+`takeover`, `steps`, `queries`), `planner` computes what is due and in which order, `incremental` holds the three range modes, `migrate.ensure_schema` creates the tables.
 
 Names are re-exported lazily so that importing a submodule (e.g. the `sharp-dagster log` CLI) does not import
 SQLAlchemy and Alembic before a command needs them.
@@ -13,6 +13,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below resolves the names
+    from sharp_dagster.joblog.errors import ClaimLost, ClaimRefused, JobLogError
     from sharp_dagster.joblog.models import FAILURE, RUNNING, SKIPPED, SUCCESS
     from sharp_dagster.joblog.planner import (
         OutOfOrder,
@@ -24,14 +25,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ below r
         pending_queue,
         refresh_periods,
     )
-    from sharp_dagster.joblog.store import (
-        ClaimLost,
-        ClaimRefused,
-        JobHandle,
-        JobLog,
-        JobLogError,
-        StepRecord,
-    )
+    from sharp_dagster.joblog.records import JobHandle, StepRecord
+    from sharp_dagster.joblog.store import JobLog
 
 _EXPORTS = {
     "FAILURE": "models",
@@ -46,12 +41,12 @@ _EXPORTS = {
     "check_upstream_done": "planner",
     "pending_queue": "planner",
     "refresh_periods": "planner",
-    "ClaimLost": "store",
-    "ClaimRefused": "store",
-    "JobHandle": "store",
+    "ClaimLost": "errors",
+    "ClaimRefused": "errors",
+    "JobHandle": "records",
     "JobLog": "store",
-    "JobLogError": "store",
-    "StepRecord": "store",
+    "JobLogError": "errors",
+    "StepRecord": "records",
 }
 
 __all__ = [

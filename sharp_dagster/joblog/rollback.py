@@ -22,15 +22,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sharp_dagster.joblog.errors import ClaimRefused, JobLogError
+from sharp_dagster.joblog.heartbeat import claim_timeout_s
 from sharp_dagster.joblog.models import FAILURE
-from sharp_dagster.joblog.store import (
-    ClaimRefused,
-    JobHandle,
-    JobLog,
-    JobLogError,
-    claim_timeout_s,
-    schedule_id_for,
-)
+from sharp_dagster.joblog.records import JobHandle, schedule_id_for
+from sharp_dagster.joblog.store import JobLog
 from sharp_dagster.periods import PeriodSpec
 
 ROLLBACK_STEP = "rollback"

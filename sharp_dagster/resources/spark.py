@@ -34,5 +34,5 @@ class SparkResource(ConfigurableResource):
         return build_spark_session(self.settings(), **self.conf)
 
     def store(self) -> IcebergTables:
-        """The warehouse's Iceberg tables, its catalog made the session's current one (`iceberg.use_warehouse`)."""
+        """The warehouse's Iceberg tables, its catalog made the session's current one (`catalog.use_warehouse`)."""
         return warehouse_tables(self.session(), self.settings())

@@ -38,7 +38,7 @@ def build_kafka_sensor(database: str, topic: str, minimum_interval_seconds: int 
     )
     def kafka_sensor(context: SensorEvaluationContext):
         from sharp_dagster.assets.cdc_assets import kafka_config
-        from sharp_dagster.cdc.landing import capture_end_offsets
+        from sharp_dagster.cdc.landing_kafka import capture_end_offsets
 
         ends = capture_end_offsets(kafka_config(), topic)
         cursor = json.dumps({str(p): o for p, o in sorted(ends.items())}, sort_keys=True)

@@ -4,7 +4,7 @@ Local mode by default (`local[2]`), or any master from `SHARP_SPARK_MASTER` (e.g
 Spark conf from `SHARP_SPARK_CONF`. The warehouse's tables are Apache Iceberg tables in the catalog `sharp`, the
 session's default catalog (so SQL names them `ods.orders`): data under the warehouse directory, the catalog itself in
 the job log's database (SQLite or PostgreSQL, JDBC), so any number of processes and machines share it; see
-`sharp_dagster.spark.iceberg.catalog_conf`. Spark's built-in catalog (`spark_catalog`) keeps only session-local
+`sharp_dagster.spark.catalog.catalog_conf`. Spark's built-in catalog (`spark_catalog`) keeps only session-local
 source tables (the sample shop's JSON files).
 """
 
@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from sharp_dagster import jvm
 from sharp_dagster.settings import Settings
-from sharp_dagster.spark.iceberg import catalog_conf
+from sharp_dagster.spark.catalog import catalog_conf
 
 LOG4J_CONF = Path(__file__).with_name("log4j2.properties")
 

@@ -92,7 +92,7 @@ def _ods(t: OdsTable) -> LogDrivenAsset:
     database = t.database
 
     def ready(period) -> str | None:
-        from sharp_dagster.cdc.landing import day_complete
+        from sharp_dagster.cdc.done_markers import day_complete
         from sharp_dagster.settings import Settings
 
         day = period.partition_key

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from sharp_dagster.cdc import collector as collector_module
-from sharp_dagster.cdc.collector import CollectorError, CollectorState, FileStateStore
+from sharp_dagster.cdc.collector_state import CollectorError, CollectorState, FileStateStore
 from sharp_dagster.cdc.messages import parse_message
 from sharp_dagster.cdc.source_clock import caught_up_ms
 

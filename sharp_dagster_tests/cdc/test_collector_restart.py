@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from sharp_dagster.cdc import binlog_schema as bs
-from sharp_dagster.cdc.collector import FileStateStore
+from sharp_dagster.cdc.collector_state import FileStateStore
 
 PASSWORD = "pw-Secret-4711"
 USER = "cdc_reader"

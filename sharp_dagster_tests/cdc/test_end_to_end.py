@@ -42,18 +42,12 @@ from pyspark.sql import functions as F
 
 from sharp_dagster.assets.cdc_assets import state_columns
 from sharp_dagster.cdc import binlog_schema as bs
-from sharp_dagster.cdc.collector import Collector, CollectStats, FileStateStore
+from sharp_dagster.cdc.collector import Collector, CollectStats
+from sharp_dagster.cdc.collector_state import FileStateStore
 from sharp_dagster.cdc.config import PASSWORD_ENV, MysqlSettings, SourceConfig, source_config_from_dict
+from sharp_dagster.cdc.done_markers import day_complete, hours_done, write_done_markers
 from sharp_dagster.cdc.image_tables import read_typed_images
-from sharp_dagster.cdc.landing import (
-    LandingResult,
-    day_complete,
-    hours_done,
-    land,
-    quarantine_table_ref,
-    raw_table_ref,
-    write_done_markers,
-)
+from sharp_dagster.cdc.landing import LandingResult, land, quarantine_table_ref, raw_table_ref
 from sharp_dagster.cdc.merge import initial_state, merge_day, merge_key, published
 from sharp_dagster.cdc.messages import BinlogMessage, encode
 from sharp_dagster.cdc.snapshot import read_binlog_position, snapshot_table

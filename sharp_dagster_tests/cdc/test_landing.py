@@ -9,17 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from sharp_dagster.cdc.collector import CollectorState, FileStateStore
-from sharp_dagster.cdc.landing import (
-    DoneMarkers,
-    LandingError,
-    day_complete,
-    hours_done,
-    land,
-    quarantine_table_ref,
-    raw_table_ref,
-    write_done_markers,
-)
+from sharp_dagster.cdc.collector_state import CollectorState, FileStateStore
+from sharp_dagster.cdc.done_markers import DoneMarkers, day_complete, hours_done, write_done_markers
+from sharp_dagster.cdc.landing import land, quarantine_table_ref, raw_table_ref
+from sharp_dagster.cdc.landing_kafka import LandingError
 from sharp_dagster.cdc.messages import BinlogMessage, encode
 from sharp_dagster.cdc.shards import ShardRules
 

@@ -112,7 +112,7 @@ class World:
 def point_catalog() -> None:
     """Re-point this process's `sharp` catalog at the current settings' warehouse and job-log database.
 
-    Why not let `iceberg.use_warehouse` give the second world a catalog `sharp_<hash>`: Iceberg's JDBC catalog keys
+    Why not let `catalog.use_warehouse` give the second world a catalog `sharp_<hash>`: Iceberg's JDBC catalog keys
     its tables by the catalog's name, so tables the test process made under `sharp_<hash>` would not exist for the
     child runs, whose catalog is `sharp`. Spark keeps a loaded catalog for the session's life, so the loaded ones are
     dropped first (`CatalogManager.reset`, which Spark's own tests use); the next use loads `sharp` afresh.
@@ -120,7 +120,7 @@ def point_catalog() -> None:
     from pyspark.sql import SparkSession
 
     from sharp_dagster.settings import Settings
-    from sharp_dagster.spark.iceberg import apply_catalog_conf, catalog_conf
+    from sharp_dagster.spark.catalog import apply_catalog_conf, catalog_conf
 
     spark = SparkSession.getActiveSession()
     assert spark is not None, "the test session's Spark is not running"
@@ -249,7 +249,7 @@ def wait_stale(world: World, name: str, day: str, stale_s: float = STALE_S, time
     """Wait until the period's claim has had no heartbeat for longer than `stale_s` (by the job log's clock)."""
     jl = world.job_log()
     spec = world_asset(name).spec
-    from sharp_dagster.joblog.store import schedule_id_for
+    from sharp_dagster.joblog.records import schedule_id_for
 
     schedule = schedule_id_for(name, spec.period_for_key(day).range_start)
     deadline = time.monotonic() + timeout_s
@@ -263,7 +263,7 @@ def wait_stale(world: World, name: str, day: str, stale_s: float = STALE_S, time
 
 
 def claim_row(world: World, name: str, day: str):
-    from sharp_dagster.joblog.store import schedule_id_for
+    from sharp_dagster.joblog.records import schedule_id_for
 
     schedule = schedule_id_for(name, world_asset(name).spec.period_for_key(day).range_start)
     return world.job_log().inspect_claim(schedule)
@@ -330,8 +330,8 @@ def stage_branches(world: World, name: str, day: str) -> list[str]:
     """Staging branches of this partition still in the asset's tables (left by a run that died before publishing).
 
     An ODS merge stages two tables, `ods_state.<t>` first, then `ods.<t>`: both are looked at."""
-    from sharp_dagster.spark.iceberg import branch_name
     from sharp_dagster.spark.tables import TableRef
+    from sharp_dagster.spark.wap import branch_name
 
     prefix = branch_name(f"{day}_")
     ref = _ref(name)

@@ -13,16 +13,11 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy import select
 
+from sharp_dagster.joblog.errors import ClaimLost, ClaimRefused, StaleToken, StillAlive
+from sharp_dagster.joblog.heartbeat import heartbeat_interval_s
 from sharp_dagster.joblog.models import FAILURE, RUNNING, SUCCESS, job_claim
 from sharp_dagster.joblog.models import job_log as job_log_table
-from sharp_dagster.joblog.store import (
-    ClaimLost,
-    ClaimRefused,
-    JobLog,
-    StaleToken,
-    StillAlive,
-    heartbeat_interval_s,
-)
+from sharp_dagster.joblog.store import JobLog
 from sharp_dagster.periods import PeriodSpec
 from sharp_dagster_tests.joblog import workers
 

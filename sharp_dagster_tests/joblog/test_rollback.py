@@ -9,8 +9,9 @@ import pytest
 
 from sharp_dagster.joblog.models import FAILURE, RUNNING, SUCCESS
 from sharp_dagster.joblog.planner import check_upstream_done, pending_queue
+from sharp_dagster.joblog.records import schedule_id_for
 from sharp_dagster.joblog.rollback import RollbackRefused, rollback_table, undone_publishes
-from sharp_dagster.joblog.store import JobLog, schedule_id_for
+from sharp_dagster.joblog.store import JobLog
 from sharp_dagster.periods import PeriodSpec
 from sharp_dagster_tests.joblog.conftest import FakeClock
 

@@ -8,17 +8,17 @@ from datetime import datetime
 import pytest
 from sqlalchemy import func, select
 
-from sharp_dagster.joblog.models import FAILURE, RUNNING, SUCCESS, job_claim, step_log
-from sharp_dagster.joblog.models import job_log as job_log_table
-from sharp_dagster.joblog.store import (
+from sharp_dagster.joblog.errors import (
     ClaimLost,
     ClaimRefused,
-    JobLog,
     JobLogError,
     JobNotFound,
     NotRunning,
     StillAlive,
 )
+from sharp_dagster.joblog.models import FAILURE, RUNNING, SUCCESS, job_claim, step_log
+from sharp_dagster.joblog.models import job_log as job_log_table
+from sharp_dagster.joblog.store import JobLog
 from sharp_dagster.periods import PeriodSpec
 from sharp_dagster_tests.joblog import workers
 

@@ -40,7 +40,8 @@ def claim_once(url: str, job_name: str, partition_key: str, run_id: str, barrier
     try:
         from datetime import datetime
 
-        from sharp_dagster.joblog.store import ClaimRefused, JobLog
+        from sharp_dagster.joblog.errors import ClaimRefused
+        from sharp_dagster.joblog.store import JobLog
         from sharp_dagster.periods import PeriodSpec
 
         job_log = JobLog(url)

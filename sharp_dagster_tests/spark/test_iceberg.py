@@ -18,15 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from sharp_dagster.spark.iceberg import (
-    IcebergTables,
-    StalePublishError,
-    apply_catalog_conf,
-    branch_name,
-    catalog_conf,
-    jdbc_catalog_props,
-)
+from sharp_dagster.spark.catalog import apply_catalog_conf, catalog_conf, jdbc_catalog_props
+from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
+from sharp_dagster.spark.wap import StalePublishError, branch_name
 
 REF = TableRef("ods", "orders")
 _names = itertools.count()

@@ -15,8 +15,8 @@ from sharp_dagster.joblog.models import FAILURE, RUNNING, SUCCESS
 from sharp_dagster.joblog.planner import check_upstream_done
 from sharp_dagster.joblog.store import JobLog
 from sharp_dagster.periods import PeriodSpec
-from sharp_dagster.spark.iceberg import StalePublishError
 from sharp_dagster.spark.tables import TableRef
+from sharp_dagster.spark.wap import StalePublishError
 from sharp_dagster_tests.conftest import fresh_tables
 
 ASSET = "ods/orders"  # a log-driven asset of the project (daily from 2024-01-01)

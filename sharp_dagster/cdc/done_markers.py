@@ -1,0 +1,139 @@
+"""The hourly done markers of the landing: `<warehouse>/original_binlog.db/_done/<db>/dt=YYYY-MM-DD/hour=HH`, one
+small JSON file per hour, written when the hour and the lateness window after it are covered by the low watermark
+(see `landing.py` for the watermark)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from sharp_dagster.cdc.landing import RAW_DATABASE
+from sharp_dagster.cdc.landing_parser import utc_datetime
+
+HOUR_MS = 3_600_000
+
+
+class DoneMarkers:
+    """The hourly done markers of one source database under a warehouse folder (local path or Hadoop URI)."""
+
+    def __init__(self, warehouse_dir: str | Path, database: str, spark: SparkSession | None = None):
+        self.warehouse_dir = str(warehouse_dir).rstrip("/")
+        self.database = database
+        self.root = f"{self.warehouse_dir}/{RAW_DATABASE}.db/_done/{database}"
+        self._fs = MarkerFs(self.warehouse_dir, spark)
+
+    def marker_path(self, day: str, hour: str) -> str:
+        return f"{self.root}/dt={day}/hour={hour}"
+
+    def write(
+        self, low_watermark_ms: int | None, lateness_minutes: int, since_ms: int
+    ) -> list[tuple[str, str]]:
+        """Write the marker of every hour from the hour of `since_ms` whose end + lateness the watermark passed.
+
+        Returns the (dt, hour) markers written now; existing markers are left as they are.
+        """
+        if low_watermark_ms is None:
+            return []
+        written: list[tuple[str, str]] = []
+        hour_start = since_ms - since_ms % HOUR_MS
+        lateness_ms = lateness_minutes * 60_000
+        payload = {"low_watermark_ms": low_watermark_ms, "lateness_minutes": lateness_minutes}
+        while hour_start + HOUR_MS + lateness_ms <= low_watermark_ms:
+            when = utc_datetime(hour_start)
+            day, hour = when.strftime("%Y-%m-%d"), when.strftime("%H")
+            path = self.marker_path(day, hour)
+            if not self._fs.exists(path):
+                body = {**payload, "written_at_ms": int(time.time() * 1000), "hour_start_ms": hour_start}
+                self._fs.write(path, json.dumps(body, sort_keys=True))
+                written.append((day, hour))
+            hour_start += HOUR_MS
+        return written
+
+    def hours_done(self, day: str) -> list[str]:
+        """The hours ('00'..'23') of `day` (YYYY-MM-DD) that have a marker, sorted."""
+        names = self._fs.list(f"{self.root}/dt={day}")
+        return sorted(n.split("=", 1)[1] for n in names if n.startswith("hour="))
+
+    def day_complete(self, day: str) -> bool:
+        return len(self.hours_done(day)) == 24
+
+
+def write_done_markers(
+    warehouse_dir: str | Path,
+    database: str,
+    low_watermark_ms: int | None,
+    lateness_minutes: int,
+    since_ms: int,
+    spark: SparkSession | None = None,
+) -> list[tuple[str, str]]:
+    """See `DoneMarkers.write`."""
+    return DoneMarkers(warehouse_dir, database, spark).write(low_watermark_ms, lateness_minutes, since_ms)
+
+
+def hours_done(
+    warehouse_dir: str | Path, database: str, day: str, spark: SparkSession | None = None
+) -> list[str]:
+    return DoneMarkers(warehouse_dir, database, spark).hours_done(day)
+
+
+def day_complete(
+    warehouse_dir: str | Path, database: str, day: str, spark: SparkSession | None = None
+) -> bool:
+    """True when all 24 hourly markers of `day` exist: the daily merge of that day may run."""
+    return DoneMarkers(warehouse_dir, database, spark).day_complete(day)
+
+
+class MarkerFs:
+    """Tiny file access: the local file system for plain paths, Hadoop's FileSystem (through Spark) otherwise."""
+
+    def __init__(self, root: str, spark: SparkSession | None):
+        self.local = "://" not in root or root.startswith("file://")
+        self.spark = spark
+        if not self.local and spark is None:
+            raise ValueError(f"done markers under {root} need a SparkSession to reach the file system")
+
+    @staticmethod
+    def _local(path: str) -> Path:
+        return Path(path[len("file://") :] if path.startswith("file://") else path)
+
+    def _hadoop(self, path: str):
+        jvm = self.spark.sparkContext._jvm  # type: ignore[union-attr]
+        conf = self.spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+        hpath = jvm.org.apache.hadoop.fs.Path(path)
+        return hpath, hpath.getFileSystem(conf)
+
+    def exists(self, path: str) -> bool:
+        if self.local:
+            return self._local(path).exists()
+        hpath, fs = self._hadoop(path)
+        return bool(fs.exists(hpath))
+
+    def write(self, path: str, text: str) -> None:
+        if self.local:
+            target = self._local(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".marker.", dir=target.parent)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            os.replace(tmp, target)
+            return
+        hpath, fs = self._hadoop(path)
+        out = fs.create(hpath, True)
+        try:
+            out.write(bytearray(text.encode("utf-8")))
+        finally:
+            out.close()
+
+    def list(self, folder: str) -> list[str]:
+        if self.local:
+            base = self._local(folder)
+            return [p.name for p in base.iterdir() if p.is_file()] if base.is_dir() else []
+        hpath, fs = self._hadoop(folder)
+        if not fs.exists(hpath):
+            return []
+        return [s.getPath().getName() for s in fs.listStatus(hpath) if s.isFile()]
