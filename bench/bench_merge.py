@@ -449,7 +449,7 @@ def run(
         for n in sorted(set(scaling) | {rows}):
             methods = all_methods if n <= alternatives_up_to else ["copy", "ours"]
             reps = repeat if n == rows else scaling_repeat
-            if last is not None:
+            if last is not None and n != rows:  # the main size always runs
                 n0, methods0, reps0, seconds0 = last
                 estimate = seconds0 * n / n0 * len(methods) / len(methods0) * (reps + 1) / (reps0 + 1)
                 elapsed = time.perf_counter() - started
