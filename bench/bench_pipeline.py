@@ -302,8 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     from sharp_dagster.demo.generator import GeneratorConfig, generate
     from sharp_dagster.demo.run import QUIET, bootstrap_ods, demo_broker_dir, demo_days
     from sharp_dagster.servers.broker import LocalBroker
-    from sharp_dagster.settings import Settings
-    from sharp_dagster.warehouse.catalog import DEFAULT_START
+    from sharp_dagster.settings import DEFAULT_START, Settings
 
     settings = Settings.from_env()
     probes = Probes()

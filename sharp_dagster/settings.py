@@ -13,6 +13,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_ROOT = Path(__file__).resolve().parent
 WAREHOUSE_SQL_DIR = PACKAGE_ROOT / "warehouse"
+# The warehouse's first day: every asset starts there unless its SQL file says `@start`.
+DEFAULT_START = "2024-01-01"
 
 
 def warehouse_sql_dir() -> Path:

@@ -88,7 +88,7 @@ def run_demo(
     from sharp_dagster.assets.cdc_assets import KAFKA_ENV
     from sharp_dagster.demo.generator import GeneratorConfig, generate
     from sharp_dagster.servers.broker import LocalBroker
-    from sharp_dagster.warehouse.catalog import DEFAULT_START
+    from sharp_dagster.settings import DEFAULT_START
 
     settings = Settings.from_env()
     if start not in (None, DEFAULT_START):
@@ -128,7 +128,7 @@ def _run_days(settings: Settings, days: int, manifest: dict, out, t0: float) -> 
     from sharp_dagster.assets.cdc_assets import KAFKA_ENV
     from sharp_dagster.cdc.kafka_topics import ensure_topic
     from sharp_dagster.demo.replay import replay_day
-    from sharp_dagster.warehouse.catalog import DEFAULT_START
+    from sharp_dagster.settings import DEFAULT_START
     from sharp_dagster.warehouse.cdc_layout import landing_assets
 
     print("loading definitions and starting Spark ...", file=out, flush=True)

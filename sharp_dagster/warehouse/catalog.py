@@ -21,11 +21,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from sharp_dagster.naming import qualified
-from sharp_dagster.settings import WAREHOUSE_SQL_DIR, warehouse_sql_dir
+from sharp_dagster.settings import DEFAULT_START, WAREHOUSE_SQL_DIR, warehouse_sql_dir
 from sharp_dagster.warehouse.variables import VariableError, check_variables, render, window_variables
 
 LAYERS = ("ods", "dwd", "ads")
-DEFAULT_START = "2024-01-01"
 _PROP = re.compile(r"^--\s*@([a-z_]+)\s*:\s*(.*?)\s*$")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _QUALIFIED = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$")

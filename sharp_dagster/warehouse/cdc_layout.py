@@ -14,8 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from sharp_dagster.cdc.config import SourceConfig, TableConfig, load_source_config
-from sharp_dagster.settings import warehouse_sql_dir
-from sharp_dagster.warehouse.catalog import DEFAULT_START
+from sharp_dagster.settings import DEFAULT_START, warehouse_sql_dir
 
 START = DEFAULT_START  # the CDC path starts with the warehouse
 SHARD_COLUMN = "source_table"
