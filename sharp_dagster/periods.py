@@ -22,7 +22,6 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 TIMEWINDOW = "timewindow"
-WINDOW_FORMAT = "%Y%m%d%H%M%S"
 GRAINS: dict[str, timedelta] = {"daily": timedelta(days=1), "hourly": timedelta(hours=1)}
 KEY_FORMATS = {"daily": "%Y-%m-%d", "hourly": "%Y-%m-%d-%H:%M"}
 

@@ -38,9 +38,10 @@ from sharp_dagster.assets import quality
 from sharp_dagster.joblog.planner import LogDrivenAsset
 from sharp_dagster.lifecycle import claimed_range, materialize_partitions
 from sharp_dagster.logdriven import job_log_or_fail
+from sharp_dagster.naming import key_str, parts
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
-from sharp_dagster.warehouse.cdc_layout import START, OdsTable, bootstrap_day
+from sharp_dagster.warehouse.cdc_layout import START, OdsTable, bootstrap_day, landing_table
 
 KAFKA_ENV = "SHARP_KAFKA_BOOTSTRAP"
 log = logging.getLogger("sharp_dagster.cdc_assets")
@@ -73,10 +74,10 @@ def source_specs(physical_by_table: dict[str, list[str]], database: str) -> list
 
 
 def build_landing_asset(source, database: str, topic: str, source_keys: list[AssetKey]) -> AssetsDefinition:
-    job_name = f"original_binlog/{database}"
+    job_name = key_str(landing_table(database))
 
     @asset(
-        key=["original_binlog", database],
+        key=parts(landing_table(database)),
         group_name="cdc",
         description=(
             f"Raw binlog of `{database}` (seed 002's original_binlog.{database}): one row per row change, partitioned "
@@ -86,7 +87,7 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
         deps=source_keys,
         required_resource_keys={"spark"},
         kinds={"kafka", "spark"},
-        metadata={"dagster/table_name": f"original_binlog.{database}", "topic": topic},
+        metadata={"dagster/table_name": landing_table(database), "topic": topic},
     )
     def _landing(context) -> MaterializeResult:
         from sharp_dagster.joblog.incremental import format_offsets, plan_kafka

@@ -68,6 +68,11 @@ def ods_tables() -> list[OdsTable]:
     return [OdsTable(db.name, t, src) for src in sources() for db in src.databases for t in db.tables]
 
 
+def landing_table(database: str) -> str:
+    """The raw binlog table a database's binlog lands in, `original_binlog.<db>` (its asset: `original_binlog/<db>`)."""
+    return f"original_binlog.{database}"
+
+
 def landing_assets() -> list[tuple[SourceConfig, str, str]]:
     """(source, database, topic) of every landing asset `original_binlog/<database>`."""
     return [(src, db.name, db.topic) for src in sources() for db in src.databases]
@@ -84,6 +89,6 @@ def lineage_edges(physical_tables: dict[str, list[str]] | None = None) -> list[t
     for t in ods_tables():
         shards = (physical_tables or {}).get(t.name) or [t.name]
         for physical in shards:
-            edges.append((f"mysql:{t.database}.{physical}", f"original_binlog.{t.database}"))
-        edges.append((f"original_binlog.{t.database}", f"ods.{t.name}"))
+            edges.append((f"mysql:{t.database}.{physical}", landing_table(t.database)))
+        edges.append((landing_table(t.database), f"ods.{t.name}"))
     return edges

@@ -21,7 +21,7 @@ from sharp_dagster.naming import key_str
 from sharp_dagster.periods import PeriodSpec
 from sharp_dagster.settings import warehouse_sql_dir
 from sharp_dagster.warehouse.catalog import SqlTable, WarehouseCatalog, load_catalog
-from sharp_dagster.warehouse.cdc_layout import START, OdsTable, landing_assets, ods_tables
+from sharp_dagster.warehouse.cdc_layout import START, OdsTable, landing_assets, landing_table, ods_tables
 from sharp_dagster.warehouse.dependencies import TableDeps, resolve
 
 
@@ -52,7 +52,7 @@ class Layout:
     @cached_property
     def log_assets(self) -> dict[str, LogDrivenAsset]:
         """Every log-driven asset by `layer/table`: landings, ODS merges and SQL tables."""
-        assets = {f"original_binlog/{db}": _landing(db) for _, db, _ in landing_assets()}
+        assets = {key_str(landing_table(db)): _landing(db) for _, db, _ in landing_assets()}
         assets.update({t.asset_key_str: _ods(t) for t in ods_tables()})
         assets.update({t.asset_key_str: self.sql_log_asset(t) for t in self.catalog.tables})
         return assets
@@ -75,7 +75,7 @@ class Layout:
     @cached_property
     def landing_tables(self) -> set[str]:
         """The raw binlog tables: their job-log rows are offset ranges, not periods, so no reader gates on them."""
-        return {f"original_binlog.{db}" for _, db, _ in landing_assets()}
+        return {landing_table(db) for _, db, _ in landing_assets()}
 
 
 def _spec(grain: str, start: str) -> PeriodSpec:
@@ -84,7 +84,7 @@ def _spec(grain: str, start: str) -> PeriodSpec:
 
 def _landing(database: str) -> LogDrivenAsset:
     return LogDrivenAsset(
-        f"original_binlog/{database}", _spec("hourly", START), incremental_type=KAFKA_OFFSET
+        key_str(landing_table(database)), _spec("hourly", START), incremental_type=KAFKA_OFFSET
     )
 
 

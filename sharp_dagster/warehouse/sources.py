@@ -10,7 +10,7 @@ warehouse needs every declared table's columns, and a sharded table's physical t
 from __future__ import annotations
 
 from sharp_dagster.cdc.config import ConfigError
-from sharp_dagster.warehouse.cdc_layout import OdsTable, landing_assets, ods_tables
+from sharp_dagster.warehouse.cdc_layout import OdsTable, landing_assets, landing_table, ods_tables
 
 
 def declared_tables() -> list[OdsTable]:
@@ -55,7 +55,7 @@ def external_schemas() -> dict[str, dict[str, str]]:
         for physical in t.table.shards:
             schemas[f"mysql:{t.database}.{physical}"] = dict(t.table.spark_schema)
     for _, database, _ in landing_assets():
-        schemas[f"original_binlog.{database}"] = {
+        schemas[landing_table(database)] = {
             **dict(RAW_BINLOG_COLUMNS),
             **{c: "string" for c in RAW_BINLOG_PARTITION_COLUMNS},
         }
@@ -72,5 +72,5 @@ def source_edges() -> list[tuple[str, str]]:
 def other_assets() -> dict[str, str]:
     """Tables written by non-SQL assets (the CDC path), qualified name -> grain."""
     assets = {f"ods.{t.name}": "daily" for t in ods_tables()}
-    assets.update({f"original_binlog.{db}": "hourly" for _, db, _ in landing_assets()})
+    assets.update({landing_table(db): "hourly" for _, db, _ in landing_assets()})
     return assets
