@@ -18,6 +18,9 @@ Timed in one Spark session, after a warm-up, alternately, each R times (best and
   "the last change per key": the deduplication keeps, per key, its last change and, per column, the last change
   that set it (a full image sets every column, a partial one those it carries); the update takes a column from the
   changes only when one set it. Deletes are `WHEN MATCHED AND del THEN DELETE`;
+- `merge_into_mor`: the same `MERGE INTO` on a copy of the current-state table set to merge-on-read
+  (`write.merge.mode`, `write.update.mode`, `write.delete.mode`): Iceberg writes only the changed and new rows and
+  position-delete files instead of rewriting the data files the changes touch; readers apply the deletes;
 - `row_number`: the classic union-all of the state and the day's changes, `row_number()` over (key order by binlog
   position desc) picking each key's last row, deletes filtered out; partial images again need each column's last
   setter (a window `max_by` over the same partition). Written like `copy`.
@@ -143,6 +146,7 @@ class Dataset:
         self.copy = TableRef("bench", f"copy_{tag}", ("dt",))
         self.rownum = TableRef("bench", f"rownum_{tag}", ("dt",))
         self.current = TableRef("bench", f"current_{tag}", ())
+        self.current_mor = TableRef("bench", f"current_mor_{tag}", ())
         self.floor = TableRef("bench", f"floor_{tag}", ("dt",))
         state_dir, changes_dir = str(root / f"state_{tag}"), str(root / f"changes_{tag}")
         t0 = time.perf_counter()
@@ -167,6 +171,13 @@ class Dataset:
             current = current.limit(0)
         current.writeTo(name).using("iceberg").tableProperty("format-version", "2").create()
         self.current_head = store.current_snapshot_id(self.current)
+        mor = store.name(self.current_mor)
+        self.spark.sql(f"DROP TABLE IF EXISTS {mor}")
+        writer = self.spark.table(name).writeTo(mor).using("iceberg").tableProperty("format-version", "2")
+        for mode in ("merge", "update", "delete"):
+            writer = writer.tableProperty(f"write.{mode}.mode", "merge-on-read")
+        writer.create()
+        self.current_mor_head = store.current_snapshot_id(self.current_mor)
         # The other tables exist before the first timed write (creating one is not part of any method).
         for ref, frame in ((self.copy, self.base_state()), (self.floor, self.base_state())):
             store.ensure_table(ref, frame.withColumn("dt", F.lit(DAY)))
@@ -216,8 +227,8 @@ def _actions_sql(images: str) -> str:
     """
 
 
-def run_merge_into(ds: Dataset) -> None:
-    spark, name = ds.spark, ds.store.name(ds.current)
+def run_merge_into(ds: Dataset, table: TableRef | None = None) -> None:
+    spark, name = ds.spark, ds.store.name(table or ds.current)
     ds.images().createOrReplaceTempView("bench_images")
     order = "named_struct('s', seq, 'u', uid)"
     folded = ", ".join(
@@ -237,11 +248,20 @@ def run_merge_into(ds: Dataset) -> None:
     """)
 
 
-def reset_merge_into(ds: Dataset) -> None:
+def run_merge_into_mor(ds: Dataset) -> None:
+    run_merge_into(ds, ds.current_mor)
+
+
+def reset_merge_into(ds: Dataset, table: TableRef | None = None, head: int | None = None) -> None:
     """Back to the state before the MERGE (untimed): a metadata-only rollback."""
-    if ds.store.current_snapshot_id(ds.current) != ds.current_head:
-        table = f"{ds.current.database}.{ds.current.name}"
-        ds.spark.sql(f"CALL {ds.store.catalog}.system.rollback_to_snapshot('{table}', {ds.current_head})")
+    table, head = table or ds.current, head or ds.current_head
+    if ds.store.current_snapshot_id(table) != head:
+        name = f"{table.database}.{table.name}"
+        ds.spark.sql(f"CALL {ds.store.catalog}.system.rollback_to_snapshot('{name}', {head})")
+
+
+def reset_merge_into_mor(ds: Dataset) -> None:
+    reset_merge_into(ds, ds.current_mor, ds.current_mor_head)
 
 
 def row_number_frame(ds: Dataset) -> DataFrame:
@@ -323,6 +343,7 @@ def compare(ds: Dataset, others: list[str]) -> dict:
     }
     tables = {
         "merge_into": lambda: ds.spark.table(store.name(ds.current)).select(*SNAPSHOT),
+        "merge_into_mor": lambda: ds.spark.table(store.name(ds.current_mor)).select(*SNAPSHOT),
         "row_number": lambda: store.read_partitions(ds.rownum, [{"dt": DAY}]).select(*SNAPSHOT),
     }
     for name in others:
@@ -375,26 +396,28 @@ def summary(runs: list[dict]) -> dict:
     }
 
 
+RESETS = {"merge_into": reset_merge_into, "merge_into_mor": reset_merge_into_mor}
+
+
 def measure(ds: Dataset, clock: Clock, repeat: int, methods: list[str], floors: bool, warm_up: bool) -> dict:
     actions = {
         "copy": run_copy,
         "ours": run_ours,
         "merge_into": run_merge_into,
+        "merge_into_mor": run_merge_into_mor,
         "row_number": run_row_number,
     }
     parts = floor_parts(ds) if floors else {}
     if warm_up:  # JIT, caches (the first size measured only: later ones run warm)
         for name in methods:
-            if name == "merge_into":
-                reset_merge_into(ds)
+            RESETS.get(name, lambda _: None)(ds)
             actions[name](ds)
         for part in parts.values():
             part()
     runs: dict[str, list[dict]] = {name: [] for name in [*methods, *(f"floor_{p}" for p in parts)]}
     for _ in range(repeat):  # alternated, so that a burst of load elsewhere hits all alike
         for name in methods:
-            if name == "merge_into":
-                reset_merge_into(ds)
+            RESETS.get(name, lambda _: None)(ds)
             runs[name].append(clock.time(lambda a=actions[name]: a(ds)))
         for name, part in parts.items():
             runs[f"floor_{name}"].append(clock.time(part))
@@ -419,7 +442,7 @@ def measure(ds: Dataset, clock: Clock, repeat: int, methods: list[str], floors: 
         out["floor_broadcast_ratio_to_copy"] = round(broadcast_floor / copy, 3)
         out["floor_shuffle_ratio_to_copy"] = round(shuffle_floor / copy, 3)
         out["floor_ratio_to_copy"] = round(min(broadcast_floor, shuffle_floor) / copy, 3)
-    out.update(compare(ds, [m for m in methods if m in ("merge_into", "row_number")]))
+    out.update(compare(ds, [m for m in methods if m in ("merge_into", "merge_into_mor", "row_number")]))
     return out
 
 
@@ -438,7 +461,7 @@ def run(
     try:
         store = warehouse_tables(spark, settings)
         clock = Clock(spark)
-        all_methods = ["copy", "ours", "merge_into", "row_number"]
+        all_methods = ["copy", "ours", "merge_into", "merge_into_mor", "row_number"]
         result: dict = {
             "spark_master": spark.sparkContext.master,
             "cores": spark.sparkContext.defaultParallelism,
@@ -474,8 +497,10 @@ def run(
                         "repeat",
                         "ratio_ours_to_copy",
                         "ratio_merge_into_to_copy",
+                        "ratio_merge_into_mor_to_copy",
                         "ratio_row_number_to_copy",
                         "equal_to_merge_into",
+                        "equal_to_merge_into_mor",
                         "equal_to_row_number",
                     )
                     if k in point
@@ -546,4 +571,5 @@ def main(argv: list[str] | None = None) -> dict:
 
 if __name__ == "__main__":
     r = main()
-    sys.exit(0 if r.get("equal_to_merge_into") and r.get("equal_to_row_number") else 1)
+    equal = ("equal_to_merge_into", "equal_to_merge_into_mor", "equal_to_row_number")
+    sys.exit(0 if all(r.get(k) for k in equal) else 1)

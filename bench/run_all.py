@@ -258,9 +258,16 @@ def headline(name: str, r: dict) -> tuple[str, str, str, str]:
 def _merge_headline(r: dict) -> tuple[str, str, str, str]:
     text = (
         f"ours {r['ratio_ours_to_copy']}x copy ({r['ours']['best_s']} s vs {r['copy']['best_s']} s, best of "
-        f"{r['repeat']}); Iceberg MERGE INTO {r['ratio_merge_into_to_copy']}x, union-all + row_number() "
-        f"{r['ratio_row_number_to_copy']}x; same snapshot row for row: MERGE INTO {r['equal_to_merge_into']}, "
-        f"row_number {r['equal_to_row_number']}"
+        f"{r['repeat']}); Iceberg MERGE INTO {r['ratio_merge_into_to_copy']}x"
+        + (
+            f" (merge-on-read {r['ratio_merge_into_mor_to_copy']}x)"
+            if "ratio_merge_into_mor_to_copy" in r
+            else ""
+        )
+        + f", union-all + row_number() {r['ratio_row_number_to_copy']}x; same snapshot row for row: MERGE INTO "
+        f"{r['equal_to_merge_into']}"
+        + (f" (merge-on-read {r['equal_to_merge_into_mor']})" if "equal_to_merge_into_mor" in r else "")
+        + f", row_number {r['equal_to_row_number']}"
     )
     if "floor_ratio_to_copy" in r:
         text += (
@@ -278,8 +285,9 @@ def _merge_headline(r: dict) -> tuple[str, str, str, str]:
         text += "; not run for time: " + ", ".join(
             f"{s['state_rows']:,}" for s in r["scaling_skipped_for_time"]
         )
-    beats = r["ratio_ours_to_copy"] < min(r["ratio_merge_into_to_copy"], r["ratio_row_number_to_copy"])
-    met = r["ratio_ours_to_copy"] <= 1.3 and beats and r["equal_to_merge_into"] and r["equal_to_row_number"]
+    others = [m for m in ("merge_into", "merge_into_mor", "row_number") if f"ratio_{m}_to_copy" in r]
+    beats = all(r["ratio_ours_to_copy"] < r[f"ratio_{m}_to_copy"] for m in others)
+    met = r["ratio_ours_to_copy"] <= 1.3 and beats and all(r[f"equal_to_{m}"] for m in others)
     return (
         f"daily merge on Iceberg, {r['state_rows']:,} state rows + {r['change_rows']:,} typed changes vs a "
         "plain copy, MERGE INTO and row_number()",
