@@ -3,7 +3,8 @@
 `IcebergTables` is the one handle on them. Its parts: `catalog.py` (the catalog's Spark conf: `catalog_conf`,
 `use_warehouse`), `iceberg_base.py` (loading tables, committing snapshot references, creating tables), `wap.py`
 (the write-audit-publish cycle of one table partition on a branch: stage, audit, publish; appends; staging
-branches), `snapshots.py` (history, rollback). This module puts them together and adds the reads of `main`.
+branches), `wap_range.py` (the same for several partitions in one write), `snapshots.py` (history, rollback).
+This module puts them together and adds the reads of `main`.
 
 Nothing here imports Dagster. The table API is reached through Py4J (`Spark3Util.loadIcebergTable`).
 """
@@ -20,9 +21,10 @@ from sharp_dagster.spark.catalog import use_warehouse
 from sharp_dagster.spark.snapshots import SnapshotHistory
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef, partition_label
 from sharp_dagster.spark.wap import WriteAuditPublish
+from sharp_dagster.spark.wap_range import RangeStage
 
 
-class IcebergTables(WriteAuditPublish, SnapshotHistory):
+class IcebergTables(WriteAuditPublish, RangeStage, SnapshotHistory):
     """Stages, audits, publishes and undoes partitions of Iceberg tables in one catalog of one SparkSession."""
 
     def list_partitions(self, ref: TableRef) -> list[dict[str, str]]:
