@@ -10,7 +10,8 @@ one period at a time pays its fixed costs (branch cut, write, snapshot commits, 
 2. **compute** each period's rows (its rendered SQL, as a single run), then **stage** them all in one Iceberg write
    on one branch (`IcebergTables.stage_range`: a dynamic partition overwrite; a period with no rows replaces its
    partition with nothing). Rows per period come from the written files' metadata.
-3. **strong rules** per period against the branch (each period's rows, its own context and `dqc_result` rows).
+3. **strong rules** per period against the branch (each period's rows, its own context and `dqc_result` rows;
+   the single-table rules of all periods in one grouped scan: `quality.evaluate_range`).
 4. **fence** every token in one job-log transaction (`JobLog.assert_current_all`), **publish** the staged range in
    one table commit, mark every period SUCCESS, then report the weak rules.
 
@@ -67,13 +68,14 @@ def materialize_range(
     try:
         frames = []
         held: dict[str, str] = {}
-        for key in keys:
-            run = PartitionRun.begin(
-                context, log_asset, key, tables, application_id=app_id, held=held, in_batch=True
-            )
-            runs.append(run)
-            held[run.handle.range_start] = str(run.run_id)
-            frames.append((partition_values(key, grain), compute(key, run), str(run.handle.token)))
+        with tables.counts_read_once():  # the upstream tables' partition metadata, read once for the range
+            for key in keys:
+                run = PartitionRun.begin(
+                    context, log_asset, key, tables, application_id=app_id, held=held, in_batch=True
+                )
+                runs.append(run)
+                held[run.handle.range_start] = str(run.run_id)
+                frames.append((partition_values(key, grain), compute(key, run), str(run.handle.token)))
         branch = branch_name(f"{runs[0].key}_{runs[-1].key}_{runs[0].handle.token}_{len(runs)}")
         staged = _stage(runs, target, frames, tables, branch)
         results = _audit(runs, staged, tables, rules, grain, grains)
@@ -138,16 +140,16 @@ def _dead_branches(runs: list[PartitionRun], ref: TableRef, tables: IcebergTable
 
 
 def _audit(runs, staged: StagedRange, tables, rules, grain, grains) -> list[list]:
-    """Every period's rules against its rows on the branch, oldest first; `BatchAbandoned` at the first period
-    whose strong rules fail (the sequential run then records and alerts it)."""
-    out = []
-    for run, part in zip(runs, staged.parts, strict=True):
-        results = quality.evaluate(run, tables, part, rules, grain, grains) if rules else []
+    """Every period's rules against its rows on the branch, oldest first (`quality.evaluate_range`: one grouped
+    scan); `BatchAbandoned` at the first period whose strong rules fail (the sequential run then records it)."""
+    if not rules:
+        return [[] for _ in runs]
+    out = quality.evaluate_range(runs, tables, staged, rules, grain, grains)
+    for run, results in zip(runs, out, strict=False):
         failed = blocking_failures(results)
         if failed:
             names = ", ".join(r.rule_id for r in failed)
             raise BatchAbandoned(f"{run.asset.job_name} [{run.key}]: strong rule(s) failed: {names}")
-        out.append(results)
     return out
 
 

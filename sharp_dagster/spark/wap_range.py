@@ -51,7 +51,7 @@ class StagedRange:
 
 
 class RangeStage(IcebergBase):
-    """`stage_range`, `publish_range` (a range's branch is dropped like any: `drop_branches`)."""
+    """`stage_range`, `read_staged_range`, `publish_range` (a range's branch is dropped like any: `drop_branches`)."""
 
     def stage_range(
         self,
@@ -165,6 +165,17 @@ class RangeStage(IcebergBase):
         delete.commit()
         self._refresh(ref)
         return int(self._table(ref).refs().get(branch).snapshotId())
+
+    def read_staged_range(self, staged: StagedRange) -> tuple[DataFrame, list[DataFrame]]:
+        """The staged rows of the whole range, and of each partition (`read_staged` of every part, one refresh)."""
+        self._refresh(staged.ref)
+        branch = self.spark.table(self._branch_table(staged.ref, staged.branch))
+        parts = [branch.where(self._condition(staged.ref, p.values_dict)) for p in staged.parts]
+        cond = None
+        for p in staged.parts:
+            term = self._condition(staged.ref, p.values_dict)
+            cond = term if cond is None else cond | term
+        return branch.where(cond), parts
 
     def publish_range(self, staged: StagedRange) -> int:
         """Put every staged partition of the range on `main` and drop the branch in one commit; main's new snapshot.
