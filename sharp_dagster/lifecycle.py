@@ -29,6 +29,10 @@ since the stale branch was cut: `StalePublishError`); if the taker has not, the 
 same way and it ends FAILURE. Either way the table holds audited rows of one attempt, never a mix, and the job log
 never says SUCCESS for rows it did not publish: a FAILURE latest attempt keeps downstream out until a re-run.
 
+A range run of a SQL asset (a single-run backfill) goes through the same steps for all its pending periods at once
+(`lifecycle_range.py`: one write, one audit pass, one fence transaction, one publish), falling back to the periods
+one by one when that batch cannot publish.
+
 The IO manager only loads upstream partitions; it never writes. Fail points (`failpoints.py`) mark the steps the
 fault tests stop or kill a run at.
 """

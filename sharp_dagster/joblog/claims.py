@@ -151,6 +151,15 @@ class ClaimRequest:
         return attempt
 
 
+def _release(conn: Connection, handle: JobHandle) -> int:
+    """Delete the claim where `handle` holds it; 1 when it did, 0 when the claim is another attempt's or gone."""
+    return conn.execute(
+        delete(job_claim).where(
+            job_claim.c.job_schedule_id == handle.job_schedule_id, job_claim.c.job_id == handle.job_id
+        )
+    ).rowcount
+
+
 class ClaimsMixin(JobLogBase):
     """Claim, heartbeat, finish, withdraw."""
 
@@ -326,11 +335,7 @@ class ClaimsMixin(JobLogBase):
         self._ensure_asset(handle.job_name)
         now = self.now()
         with self.engine.begin() as conn:
-            released = conn.execute(
-                delete(job_claim).where(
-                    job_claim.c.job_schedule_id == handle.job_schedule_id, job_claim.c.job_id == handle.job_id
-                )
-            ).rowcount
+            released = _release(conn, handle)
             if released == 1:
                 conn.execute(
                     update(job_log)
@@ -355,11 +360,7 @@ class ClaimsMixin(JobLogBase):
         self._ensure_asset(handle.job_name)
         now = self.now()
         with self.engine.begin() as conn:
-            released = conn.execute(
-                delete(job_claim).where(
-                    job_claim.c.job_schedule_id == handle.job_schedule_id, job_claim.c.job_id == handle.job_id
-                )
-            ).rowcount
+            released = _release(conn, handle)
             if released != 1:
                 return False
             conn.execute(delete(step_log).where(step_log.c.job_id == handle.job_id))

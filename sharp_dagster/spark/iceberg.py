@@ -25,7 +25,7 @@ from sharp_dagster.spark.wap import WriteAuditPublish
 from sharp_dagster.spark.wap_range import RangeStage
 
 
-class IcebergTables(WriteAuditPublish, RangeStage, SnapshotHistory):
+class IcebergTables(RangeStage, WriteAuditPublish, SnapshotHistory):
     """Stages, audits, publishes and undoes partitions of Iceberg tables in one catalog of one SparkSession."""
 
     _counts_memo: dict[str, dict[tuple[str, ...], int]] | None = None

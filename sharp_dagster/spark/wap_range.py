@@ -21,16 +21,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sharp_dagster.failpoints import failpoint
-from sharp_dagster.spark.iceberg_base import IcebergBase, java_error
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.spark.wap import (
     _BRANCH_CHARS,
-    _FENCE_ERRORS,
     _PROP_KEY,
     STAGE_PREFIX,
     TOKEN_PROPERTY,
     StagedPartition,
     StalePublishError,
+    WriteAuditPublish,
 )
 
 
@@ -50,7 +49,7 @@ class StagedRange:
         return sum(p.row_count for p in self.parts)
 
 
-class RangeStage(IcebergBase):
+class RangeStage(WriteAuditPublish):
     """`stage_range`, `read_staged_range`, `publish_range` (a range's branch is dropped like any: `drop_branches`)."""
 
     def stage_range(
@@ -208,14 +207,4 @@ class RangeStage(IcebergBase):
                 )
             return table.manageSnapshots().cherrypick(staged.snapshot_id).removeBranch(staged.branch)
 
-        try:
-            self._commit_refs(ref, pick)
-        except StalePublishError:
-            raise
-        except Exception as exc:
-            kind, message = java_error(exc)
-            if kind in _FENCE_ERRORS:
-                raise StalePublishError(f"cannot publish {where}: {message}") from None
-            raise
-        self._refresh(ref)
-        return int(self._table(ref).currentSnapshot().snapshotId())
+        return self._publish_commit(ref, pick, where)

@@ -112,6 +112,8 @@ def test_a_failing_day_falls_back_to_one_period_at_a_time_and_a_relaunch_resumes
     failure = next(e for e in result.all_events if e.is_step_failure)
     message = failure.step_failure_data.error.message
     assert "dwd/order_detail [2024-01-02] not published" in message and "line_amount_not_null" in message
+    said = [e.message for e in feed.instance.all_logs(result.run_id) if "as one batch" in (e.message or "")]
+    assert said and "strong rule(s) failed: line_amount_not_null" in said[0], said
     assert set(rows_by_day(spark)) == {"2024-01-01"}, "main holds nothing of the batch beyond the first day"
     snapshots = published_snapshots(spark)
     assert [s["sharp.partition"] for s in snapshots] == ["2024-01-01"], "only the sequential publish of day 1"
