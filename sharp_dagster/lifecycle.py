@@ -29,6 +29,10 @@ since the stale branch was cut: `StalePublishError`); if the taker has not, the 
 same way and it ends FAILURE. Either way the table holds audited rows of one attempt, never a mix, and the job log
 never says SUCCESS for rows it did not publish: a FAILURE latest attempt keeps downstream out until a re-run.
 
+A range run of a SQL asset (a single-run backfill) goes through the same steps for all its pending periods at once
+(`lifecycle_range.py`: one write, one audit pass, one fence transaction, one publish), falling back to the periods
+one by one when that batch cannot publish.
+
 The IO manager only loads upstream partitions; it never writes. Fail points (`failpoints.py`) mark the steps the
 fault tests stop or kill a run at.
 """
@@ -128,10 +132,15 @@ class PartitionRun:
         partition_key: str,
         tables: IcebergTables,
         application_id: str | None = None,
+        held: dict[str, str] | None = None,
+        in_batch: bool = False,
     ) -> PartitionRun:
+        """Check, claim, gate. `held`: the earlier periods this run claimed already (`check_ordered`). `in_batch`:
+        a refused gate withdraws the claim instead of recording FAILURE (the range is then run one period at a
+        time, which records it: `lifecycle_range.py`)."""
         jl = job_log_or_fail()
         try:
-            check_ordered(jl, asset.job_name, asset.spec, partition_key)
+            check_ordered(jl, asset.job_name, asset.spec, partition_key, held=held)
         except OutOfOrder as exc:
             raise Failure(
                 description=scrub_text(f"{asset.job_name} [{partition_key}] not run: {exc}")
@@ -154,7 +163,10 @@ class PartitionRun:
         try:
             run._check_upstreams(period)
         except BaseException as exc:
-            run.fail(exc)
+            if in_batch and isinstance(exc, Exception):
+                run.withdraw()
+            else:
+                run.fail(exc)
             raise
         failpoint("after_claim", quiet=run._beat.between_beats())
         return run
@@ -289,6 +301,18 @@ class PartitionRun:
         self._end(FAILURE, message)
         alert_attempt_failure(self.job_log, self.handle, self.run_id, message)
 
+    def withdraw(self) -> None:
+        """Take the attempt back (`JobLog.withdraw`): nothing of it was published and the same run retries the
+        period at once; its staged branches are dropped and the claim, row and steps deleted."""
+        if self.finished:
+            return
+        self.finished = True
+        self._beat.stop()
+        self.discard()
+        if not self.job_log.withdraw(self.handle):
+            log.warning("%s: the claim was no longer held when withdrawn", self._label())
+        self._lineage_event("FAIL", error="withdrawn: the range is run one period at a time")
+
     def _end(self, status: str, error: str | None) -> None:
         if self.finished:
             return
@@ -377,9 +401,11 @@ def materialize_partitions(
     compute: Compute,
     rules: list,
     grains: dict[str, str],
+    batch: bool = False,
 ) -> Iterator[Any]:
     """Materialize the run's partitions of one log-driven asset, strictly oldest first, each through the whole
-    lifecycle. Yields Dagster events: check results and one `MaterializeResult` (a range run also yields one
+    lifecycle. With `batch`, several pending partitions go as one batch first (`lifecycle_range.py`: one write,
+    one audit pass, one publish); when it is abandoned (nothing published) they go one by one as below. Yields Dagster events: check results and one `MaterializeResult` (a range run also yields one
     `AssetMaterialization` per partition published before a failure). In a range (a single-run backfill),
     partitions already SUCCESS are skipped unless the run is a refresh, so a relaunched backfill resumes at its
     failure; at the first failure the later partitions never run."""
@@ -399,12 +425,24 @@ def materialize_partitions(
     last_results: list = []
     schema = None
     single = len(keys) == 1
+    pending = []
     for key in keys:
         if not single and not refresh and already_done(log_asset, key):
             context.log.info(
                 f"{log_asset.job_name} [{key}]: SUCCESS in the job log, skipped ({REFRESH_TAG}=true re-runs)"
             )
             continue
+        pending.append(key)
+    if batch and len(pending) > 1:
+        from sharp_dagster.lifecycle_range import materialize_range
+
+        outcome = materialize_range(
+            context, target, grain, log_asset, compute, rules, grains, tables, pending
+        )
+        if outcome is not None:
+            done, last_results, schema = outcome
+            pending = []
+    for key in pending:
         try:
             app_id = spark_resource.session().sparkContext.applicationId
             run = PartitionRun.begin(context, log_asset, key, tables, application_id=app_id)
@@ -422,7 +460,7 @@ def materialize_partitions(
             except BaseException as exc:
                 run.fail(exc)
                 raise as_failure(exc, f"{log_asset.job_name} [{key}]") from None
-            yield from _weak_report(context, run, results, report=single)
+            yield from weak_report(context, run, results, report=single)
             last_results = results
             done.append((key, staged.row_count))
             context.log.info(f"{log_asset.job_name} [{key}]: {staged.row_count} rows published")
@@ -474,7 +512,7 @@ def _strong_gate(context, run: PartitionRun, results, report_passed: bool = True
         )
 
 
-def _weak_report(context, run: PartitionRun, results, report: bool = True):
+def weak_report(context, run: PartitionRun, results, report: bool = True):
     """After publishing: report the weak rules (WARN) and alert the failed ones; never stops the pipeline."""
     weak = [r for r in results if r.severity != "strong"]
     if report:

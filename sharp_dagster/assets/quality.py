@@ -11,7 +11,8 @@ published; weak results are reported (WARN) and alerted after it is published.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from sharp_dagster.redact import scrub_text
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.spark.wap import StagedPartition
+from sharp_dagster.spark.wap_range import StagedRange
 from sharp_dagster.warehouse.catalog import WarehouseCatalog, WarehouseDefinitionError
 from sharp_dagster.warehouse.dependencies import TableDeps
 from sharp_dagster.warehouse.variables import window_variables
@@ -99,8 +101,56 @@ def evaluate(
     from sharp_dagster.dqc.store import DqcStore
 
     key = run.handle.partition_key
+    ctx = _rule_context(run, staged, grain)
+    with run.step("checks", source_type="spark") as rec:
+        _register_other_tables(store, rules, grains)
+        runner = RuleRunner(store.spark, store=DqcStore(run.job_log.engine))
+        results = runner.run(run.asset.job_name, key, store.read_staged(staged), rules, ctx)
+        _record(rec, staged, results)
+    return results
+
+
+def evaluate_range(
+    runs: Sequence[Any],
+    store: IcebergTables,
+    staged: StagedRange,
+    rules: list[Rule],
+    grain: str,
+    grains: Mapping[str, str],
+) -> list[list[RuleResult]]:
+    """`evaluate` for every period of a staged range (`runs[i]` staged `staged.parts[i]`), oldest first, each its
+    own `checks` step and `dqc_result` rows; the single-table rules of all periods in one grouped scan. Stops after
+    the first period whose strong rules fail: fewer lists than runs come back then."""
+    from sharp_dagster.dqc.runner import RuleRunner, blocking_failures
+    from sharp_dagster.dqc.store import DqcStore
+
+    with ExitStack() as steps:
+        recs = [steps.enter_context(run.step("checks", source_type="spark")) for run in runs]
+        _register_other_tables(store, rules, grains)
+        runner = RuleRunner(store.spark, store=DqcStore(runs[0].job_log.engine))
+        rows, frames = store.read_staged_range(staged)
+        partitions = [
+            (run.handle.partition_key, df, _rule_context(run, part, grain))
+            for run, part, df in zip(runs, staged.parts, frames, strict=True)
+        ]
+        results = runner.run_range(
+            runs[0].asset.job_name,
+            partitions,
+            rows,
+            staged.ref.partition_cols,
+            [tuple(v for _, v in part.values) for part in staged.parts],
+            rules,
+            stop=lambda found: bool(blocking_failures(found)),
+        )
+        for rec, part, found in zip(recs, staged.parts, results, strict=False):
+            _record(rec, part, found)
+    return results
+
+
+def _rule_context(run: Any, staged: StagedPartition, grain: str) -> RuleContext:
+    key = run.handle.partition_key
     variables = window_variables(key, grain)
-    ctx = RuleContext(
+    return RuleContext(
         partition_key=key,
         dt=variables["dt"],
         data_range_start=variables["DATA_RANGE_START"],
@@ -109,16 +159,15 @@ def evaluate(
         source_count=run.source_count,
         target_count=staged.row_count,
     )
-    with run.step("checks", source_type="spark") as rec:
-        _register_other_tables(store, rules, grains)
-        runner = RuleRunner(store.spark, store=DqcStore(run.job_log.engine))
-        results = runner.run(run.asset.job_name, key, store.read_staged(staged), rules, ctx)
-        rec.source_count = staged.row_count
-        rec.success_count = sum(1 for r in results if r.passed)
-        rec.failure_count = sum(1 for r in results if not r.passed)
-        for r in results:
-            rec.info(f"[{r.severity}] {r.rule_id}: {r.status} ({r.message})")
-    return results
+
+
+def _record(rec: Any, staged: StagedPartition, results: list[RuleResult]) -> None:
+    """The `checks` step's counts and one line per rule."""
+    rec.source_count = staged.row_count
+    rec.success_count = sum(1 for r in results if r.passed)
+    rec.failure_count = sum(1 for r in results if not r.passed)
+    for r in results:
+        rec.info(f"[{r.severity}] {r.rule_id}: {r.status} ({r.message})")
 
 
 def check_result(asset_key: AssetKey, r: RuleResult) -> AssetCheckResult:

@@ -111,7 +111,9 @@ def build_sql_asset(
             return df
 
         target = table_ref_for(table.asset_key_path, table.grain)
-        yield from materialize_partitions(context, target, table.grain, log_asset, compute, rules, grains)
+        yield from materialize_partitions(
+            context, target, table.grain, log_asset, compute, rules, grains, batch=True
+        )
         yield from runtime_check.results(context.asset_key)
 
     return _sql_asset

@@ -22,7 +22,7 @@ from typing import Any
 
 from sharp_dagster.dqc.context import RuleContext
 from sharp_dagster.dqc.errors import ParamError
-from sharp_dagster.dqc.quoting import fill, quote_table
+from sharp_dagster.dqc.quoting import fill, quote_ident, quote_table
 from sharp_dagster.dqc.rules import Rule
 from sharp_dagster.dqc.sqlguard import check_custom_sql
 
@@ -51,6 +51,7 @@ class CompiledPlan:
     view: str
     scan_sql: str | None
     rules: tuple[CompiledRule, ...]
+    aggregates: tuple[tuple[str, str], ...] = ()  # (expression, alias) of the scan, in order
 
     @property
     def queries(self) -> list[str]:
@@ -108,6 +109,14 @@ def scan_query(aggregates: list[tuple[str, str]], table_sql: str) -> str:
     )
 
 
+def grouped_scan_query(aggregates: list[tuple[str, str]], table_sql: str, group_by: list[str]) -> str:
+    """The scan of several partitions at once: `SELECT <group cols>, <agg> AS <alias>, ... FROM <table> GROUP BY
+    <group cols>`, one row per partition holding rows (the same aggregates as `scan_query`, per group)."""
+    cols = ", ".join(quote_ident(c) for c in group_by)
+    body = ",\n  ".join(f"{expr} AS `{alias}`" for expr, alias in aggregates)
+    return f"SELECT\n  {cols},\n  {body}\nFROM {table_sql}\nGROUP BY {cols}"
+
+
 def _compile(rules: list[Rule], view: str, base_values: Mapping[str, str]) -> CompiledPlan:
     assets = {r.asset for r in rules}
     if len(assets) > 1:
@@ -137,7 +146,13 @@ def _compile(rules: list[Rule], view: str, base_values: Mapping[str, str]) -> Co
     scan_sql = None
     if select:
         scan_sql = scan_query(select, base_values["table"])
-    return CompiledPlan(asset=next(iter(assets), ""), view=view, scan_sql=scan_sql, rules=tuple(compiled))
+    return CompiledPlan(
+        asset=next(iter(assets), ""),
+        view=view,
+        scan_sql=scan_sql,
+        rules=tuple(compiled),
+        aggregates=tuple(select),
+    )
 
 
 def _recheck(rule: Rule) -> None:

@@ -25,10 +25,15 @@ from typing import Any, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
-from sharp_dagster.dqc.compiler import DEFAULT_SAMPLE_LIMIT, CompiledRule, compile_rules
+from sharp_dagster.dqc.compiler import (
+    DEFAULT_SAMPLE_LIMIT,
+    CompiledRule,
+    compile_rules,
+    grouped_scan_query,
+)
 from sharp_dagster.dqc.context import RuleContext
 from sharp_dagster.dqc.evaluate import RuleResult, Verdict, judge, judge_error, quality_score
-from sharp_dagster.dqc.quoting import IDENTIFIER
+from sharp_dagster.dqc.quoting import IDENTIFIER, quote_table
 from sharp_dagster.dqc.rules import Rule
 from sharp_dagster.dqc.store import DqcStore, keys_to_json
 
@@ -134,6 +139,69 @@ class RuleRunner:
             self.store.save(results)
         return results
 
+    def run_range(
+        self,
+        asset_key: str,
+        partitions: Sequence[tuple[str, DataFrame, RuleContext]],
+        rows: DataFrame,
+        group_by: Sequence[str],
+        group_values: Sequence[tuple[str, ...]],
+        rules: Iterable[Rule],
+        stop: Callable[[list[RuleResult]], bool] | None = None,
+    ) -> list[list[RuleResult]]:
+        """`run` for several partitions of one asset, oldest first: `partitions` are `(key, its rows, context)`,
+        `rows` all of them, told apart by the `group_by` columns (`group_values[i]` for partition i).
+
+        When every partition's scan has the same aggregates (no per-partition value in them), the scans are ONE
+        grouped query over `rows`; otherwise, and for a partition with no rows, each partition scans its own
+        rows. Other queries (joins, custom SQL, references, samples) run per partition as in `run`. Results are
+        judged and saved partition by partition (a fluctuation rule sees the partitions before it); `stop(results)`
+        true ends the run after that partition (the later ones are neither judged nor saved)."""
+        rules = list(rules)
+        others = sorted({r.label for r in rules if r.asset != asset_key})
+        if others:
+            raise ValueError(f"rules of another asset passed for {asset_key}: {', '.join(others)}")
+        if not rules:
+            return [[] for _ in partitions]
+        views = [self._view(df)[0] for _, df, _ in partitions]
+        range_view = self._view(rows)[0]
+        try:
+            plans = [
+                compile_rules(rules, v, ctx, self.sample_limit)
+                for v, (_, _, ctx) in zip(views, partitions, strict=True)
+            ]
+            grouped = self._grouped_scan(plans, range_view, list(group_by), list(group_values))
+            out: list[list[RuleResult]] = []
+            for view, (key, _, ctx), values in zip(views, partitions, group_values, strict=True):
+                results = self._run(asset_key, key, view, rules, ctx, grouped.get(tuple(values)))
+                if self.store is not None:
+                    self.store.save(results)
+                out.append(results)
+                if stop is not None and stop(results):
+                    break
+            return out
+        finally:
+            for name in (*views, range_view):
+                self.spark.catalog.dropTempView(name)
+
+    def _grouped_scan(
+        self, plans: list, view: str, group_by: list[str], group_values: list[tuple[str, ...]]
+    ) -> dict[tuple[str, ...], tuple[dict[str, Any], float]]:
+        """{partition values: (scan values, cost)} from one grouped scan, or {} when the plans' aggregates differ
+        (or the scan fails: each partition then scans, and reports, on its own)."""
+        aggregates = plans[0].aggregates if plans else ()
+        if not aggregates or any(p.aggregates != aggregates for p in plans):
+            return {}
+        t0 = time.perf_counter()
+        try:
+            rows = self._sql(grouped_scan_query(list(aggregates), quote_table(view), group_by))
+        except Exception:  # noqa: BLE001 - the per-partition scans report the error per rule
+            return {}
+        found = {tuple(str(r[c]) for c in group_by): r.asDict() for r in rows}
+        wanted = {tuple(v) for v in group_values}
+        per = (time.perf_counter() - t0) * 1000 / max(1, len(wanted))
+        return {k: ({a: v[a] for _, a in aggregates}, per) for k, v in found.items() if k in wanted}
+
     def run_many(self, work: Mapping[str, Sequence[Any]]) -> dict[str, list[RuleResult]]:
         """Run several assets' rules in parallel threads: `{asset: (view, rules, context)}`.
 
@@ -191,13 +259,22 @@ class RuleRunner:
         return rows[0][0]
 
     def _run(
-        self, asset: str, partition: str | None, view: str, rules: list[Rule], ctx: RuleContext
+        self,
+        asset: str,
+        partition: str | None,
+        view: str,
+        rules: list[Rule],
+        ctx: RuleContext,
+        scanned: tuple[dict[str, Any], float] | None = None,
     ) -> list[RuleResult]:
+        """`scanned`: the scan's values and cost when a grouped scan measured them already (`run_range`)."""
         plan = compile_rules(rules, view, ctx, self.sample_limit)
         scan_values: dict[str, Any] = {}
         scan_error: str | None = None
         scan_ms = 0.0
-        if plan.scan_sql:
+        if scanned is not None:
+            scan_values, scan_ms = scanned
+        elif plan.scan_sql:
             t0 = time.perf_counter()
             try:
                 scan_values = self._sql(plan.scan_sql)[0].asDict()

@@ -35,6 +35,7 @@ from sharp_dagster.joblog.models import (
     TIMEWINDOW,
     job_claim,
     job_log,
+    step_log,
 )
 from sharp_dagster.joblog.records import ClaimWindow, JobHandle, fmt_time, schedule_id_for
 from sharp_dagster.redact import scrub_text
@@ -150,8 +151,17 @@ class ClaimRequest:
         return attempt
 
 
+def _release(conn: Connection, handle: JobHandle) -> int:
+    """Delete the claim where `handle` holds it; 1 when it did, 0 when the claim is another attempt's or gone."""
+    return conn.execute(
+        delete(job_claim).where(
+            job_claim.c.job_schedule_id == handle.job_schedule_id, job_claim.c.job_id == handle.job_id
+        )
+    ).rowcount
+
+
 class ClaimsMixin(JobLogBase):
-    """Claim, heartbeat, finish."""
+    """Claim, heartbeat, finish, withdraw."""
 
     def claim(
         self,
@@ -325,11 +335,7 @@ class ClaimsMixin(JobLogBase):
         self._ensure_asset(handle.job_name)
         now = self.now()
         with self.engine.begin() as conn:
-            released = conn.execute(
-                delete(job_claim).where(
-                    job_claim.c.job_schedule_id == handle.job_schedule_id, job_claim.c.job_id == handle.job_id
-                )
-            ).rowcount
+            released = _release(conn, handle)
             if released == 1:
                 conn.execute(
                     update(job_log)
@@ -344,6 +350,32 @@ class ClaimsMixin(JobLogBase):
                 log.warning("%s (its failure was not recorded: %s)", handle.lost, scrub_text(error))
                 return
             raise ClaimLost(handle.lost)
+
+    def withdraw(self, handle: JobHandle) -> bool:
+        """Take back an attempt that published nothing and is retried at once by the same run (a range run's batch
+        that fell back to one period at a time): its claim, its RUNNING row and its steps are deleted in one
+        transaction, and the period's success span is restored when its previous attempt was done, so the job log
+        reads as if the attempt had never been claimed. False (nothing changed) when the claim is no longer ours.
+        """
+        self._ensure_asset(handle.job_name)
+        now = self.now()
+        with self.engine.begin() as conn:
+            released = _release(conn, handle)
+            if released != 1:
+                return False
+            conn.execute(delete(step_log).where(step_log.c.job_id == handle.job_id))
+            conn.execute(
+                delete(job_log).where(job_log.c.job_id == handle.job_id, job_log.c.status == RUNNING)
+            )
+            previous = conn.execute(
+                select(job_log.c.status)
+                .where(job_log.c.job_schedule_id == handle.job_schedule_id)
+                .order_by(job_log.c.attempt.desc())
+                .limit(1)
+            ).scalar()
+            if previous in DONE_STATUSES and handle.incremental_type == TIMEWINDOW and handle.range_end:
+                spans_mod.add_period(conn, handle.job_name, handle.range_start, handle.range_end, now)
+        return True
 
     @contextmanager
     def run(

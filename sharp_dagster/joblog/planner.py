@@ -97,18 +97,42 @@ def pending_queue(
     ]
 
 
-def first_not_done(job_log: JobLog, job_name: str, spec: PeriodSpec, before: datetime) -> Period | None:
-    """The earliest period before `before` whose latest attempt is not done (running, failed or never run)."""
+def first_not_done(
+    job_log: JobLog,
+    job_name: str,
+    spec: PeriodSpec,
+    before: datetime,
+    held: Mapping[str, str] | None = None,
+) -> Period | None:
+    """The earliest period before `before` whose latest attempt is not done (running, failed or never run).
+
+    `held` maps period starts (`range_start`) to the run id that claimed them: such a period counts as done
+    when its latest attempt is RUNNING in exactly that run (the earlier periods of a batch the caller holds)."""
+    held = held or {}
     for period in _periods_in_gaps(job_log, job_name, spec, spec.start, before):
-        if period.last_status not in DONE_STATUSES:
-            return period
+        if period.last_status in DONE_STATUSES:
+            continue
+        run_id = held.get(period.range_start)
+        if run_id is not None and period.last_status == RUNNING and period.last_run_id == run_id:
+            continue
+        return period
     return None
 
 
-def check_ordered(job_log: JobLog, job_name: str, spec: PeriodSpec, partition_key: str) -> None:
-    """Raise `OutOfOrder` when a partition earlier than `partition_key` is not done, naming the earliest one."""
+def check_ordered(
+    job_log: JobLog,
+    job_name: str,
+    spec: PeriodSpec,
+    partition_key: str,
+    held: Mapping[str, str] | None = None,
+) -> None:
+    """Raise `OutOfOrder` when a partition earlier than `partition_key` is not done, naming the earliest one.
+
+    A range run that claims its periods oldest first passes `held` ({range_start: run_id} of the periods it
+    claimed already): those may be RUNNING in that very run. Any other run's claim, and any failed or never-run
+    period, still blocks."""
     target = spec.period_for_key(partition_key)
-    blocking = first_not_done(job_log, job_name, spec, target.start)
+    blocking = first_not_done(job_log, job_name, spec, target.start, held)
     if blocking is not None:
         raise OutOfOrder(
             f"{job_name} partition {partition_key} cannot run before the earlier partition "

@@ -3,14 +3,16 @@
 `IcebergTables` is the one handle on them. Its parts: `catalog.py` (the catalog's Spark conf: `catalog_conf`,
 `use_warehouse`), `iceberg_base.py` (loading tables, committing snapshot references, creating tables), `wap.py`
 (the write-audit-publish cycle of one table partition on a branch: stage, audit, publish; appends; staging
-branches), `snapshots.py` (history, rollback). This module puts them together and adds the reads of `main`.
+branches), `wap_range.py` (the same for several partitions in one write), `snapshots.py` (history, rollback).
+This module puts them together and adds the reads of `main`.
 
 Nothing here imports Dagster. The table API is reached through Py4J (`Spark3Util.loadIcebergTable`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +22,23 @@ from sharp_dagster.spark.catalog import use_warehouse
 from sharp_dagster.spark.snapshots import SnapshotHistory
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef, partition_label
 from sharp_dagster.spark.wap import WriteAuditPublish
+from sharp_dagster.spark.wap_range import RangeStage
 
 
-class IcebergTables(WriteAuditPublish, SnapshotHistory):
+class IcebergTables(RangeStage, WriteAuditPublish, SnapshotHistory):
     """Stages, audits, publishes and undoes partitions of Iceberg tables in one catalog of one SparkSession."""
+
+    _counts_memo: dict[str, dict[tuple[str, ...], int]] | None = None
+
+    @contextmanager
+    def counts_read_once(self) -> Iterator[None]:
+        """Within the block, each table's partition counts are read once: a range run reads the same upstream
+        tables for every period, and those are not written meanwhile (their periods passed the upstream gate)."""
+        self._counts_memo = {}
+        try:
+            yield
+        finally:
+            self._counts_memo = None
 
     def list_partitions(self, ref: TableRef) -> list[dict[str, str]]:
         """Partitions of `main` that hold rows, sorted by their values."""
@@ -33,6 +48,9 @@ class IcebergTables(WriteAuditPublish, SnapshotHistory):
     def partition_counts(self, ref: TableRef) -> dict[tuple[str, ...], int]:
         """Rows of every partition of `main` that holds rows, from the table's metadata (no data is read): partitions
         are only ever replaced whole, so the data files' record counts are the rows."""
+        memo = self._counts_memo
+        if memo is not None and ref.qualified in memo:
+            return memo[ref.qualified]
         if not self.exists(ref):
             return {}
         self._refresh(ref)
@@ -40,7 +58,10 @@ class IcebergTables(WriteAuditPublish, SnapshotHistory):
         rows = self.spark.sql(
             f"SELECT {cols}, record_count FROM {self.name(ref)}.partitions WHERE record_count > 0"
         ).collect()
-        return {tuple(str(r[c]) for c in ref.partition_cols): int(r["record_count"]) for r in rows}
+        counts = {tuple(str(r[c]) for c in ref.partition_cols): int(r["record_count"]) for r in rows}
+        if memo is not None:
+            memo[ref.qualified] = counts
+        return counts
 
     def has_partition(self, ref: TableRef, values: Mapping[str, str]) -> bool:
         wanted = self._check_values(ref, values)

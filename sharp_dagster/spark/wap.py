@@ -204,6 +204,11 @@ class WriteAuditPublish(IcebergBase):
                 )
             return table.manageSnapshots().cherrypick(staged.snapshot_id).removeBranch(staged.branch)
 
+        return self._publish_commit(ref, pick, where)
+
+    def _publish_commit(self, ref: TableRef, pick: Any, where: str) -> int:
+        """Commit `pick` (it moves `main` onto staged data and drops the branch); Iceberg's refusals (the data
+        changed since the cut, a repeated publish) become `StalePublishError`. Returns main's new snapshot id."""
         try:
             self._commit_refs(ref, pick)
         except StalePublishError:

@@ -308,3 +308,47 @@ def test_run_rejects_other_assets_rules_and_bad_view_names(spark, orders_view):
     ok = make_rule(id="rows", template="row_count", comparator=">", expect=0)
     with pytest.raises(ValueError, match="view name"):
         RuleRunner(spark).run(ASSET, PARTITION, "v; drop table x", [ok])
+
+
+def test_a_range_scans_once_and_judges_each_partition_as_alone(spark, orders_view, dqc_store):
+    """`run_range`: one grouped scan for the single-table rules of every partition; each partition's results equal
+    a `run` of its rows alone; a partition without rows scans on its own; `stop` ends after a partition."""
+    from pyspark.sql import functions as F
+
+    from sharp_dagster.dqc.context import RuleContext
+
+    rules = [
+        make_rule(id="rows", template="row_count", comparator=">", expect=0),
+        make_rule(id="dup", template="duplicate_count", params={"key": ["order_id", "line_no"]}, comparator="=",
+                  expect=0),
+        make_rule(id="total", template="column_sum", params={"column": "amount"}, comparator=">=", expect=0),
+        make_rule(id="nul", template="null_count", params={"column": "user_id"}, comparator="=", expect=0,
+                  sample_key=["order_id"]),
+    ]  # fmt: skip
+    days = ["2024-01-01", "2024-01-02", "2024-01-03"]
+    base = spark.table(orders_view)
+    rows = base.withColumn("dt", F.lit(days[0])).unionByName(
+        base.where("order_id > 2").withColumn("dt", F.lit(days[1]))
+    )  # nothing on the third day
+    parts = [(d, rows.where(F.col("dt") == d), RuleContext(partition_key=d)) for d in days]
+    queries: list[str] = []
+    runner = RuleRunner(spark, store=dqc_store, on_query=queries.append)
+    got = runner.run_range(ASSET, parts, rows, ["dt"], [(d,) for d in days], rules)
+    alone = [RuleRunner(spark).run(ASSET, d, df, rules, ctx) for d, df, ctx in parts]
+
+    def measured(results):
+        return [(r.rule_id, r.actual, r.passed, r.failing_keys) for r in results]
+
+    assert [measured(r) for r in got] == [measured(r) for r in alone]
+    assert [r.partition for r in got[1]] == [days[1]] * len(rules)
+    assert sum("GROUP BY `dt`" in q for q in queries) == 1, "one grouped scan"
+    scans = [q for q in queries if q.startswith("SELECT") and "AS `r_rows`" in q]
+    assert len(scans) == 2, "the grouped scan and the empty day's own scan"
+    assert [(p.partition, p.actual) for p in dqc_store.history(ASSET, "rows", 10)] == [
+        (days[0], N),
+        (days[1], base.where("order_id > 2").count()),
+        (days[2], 0),
+    ], "saved per partition"
+
+    stopped = runner.run_range(ASSET, parts, rows, ["dt"], [(d,) for d in days], rules, stop=lambda rs: True)
+    assert len(stopped) == 1

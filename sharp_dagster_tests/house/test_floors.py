@@ -26,7 +26,16 @@ FLOORS = {
     },
     1: {"joblog", "dqc", "cdc", "lineage", "spark", "alerts"},
     2: {"warehouse"},
-    3: {"definitions", "assets", "sensors", "resources", "lifecycle", "logdriven", "partitions"},
+    3: {
+        "definitions",
+        "assets",
+        "sensors",
+        "resources",
+        "lifecycle",
+        "lifecycle_range",
+        "logdriven",
+        "partitions",
+    },
     4: {"cli"},
 }
 FLOOR_OF = {part: floor for floor, parts in FLOORS.items() for part in parts}

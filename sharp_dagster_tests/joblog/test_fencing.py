@@ -192,3 +192,45 @@ def test_a_short_claim_timeout_never_loses_a_healthy_holder(db_url, monkeypatch)
     job_log.finish(handle, SUCCESS)
     assert job_log.get(handle.job_id).status == SUCCESS
     assert datetime.now() - timedelta(days=1) < job_log.get(handle.job_id).publish_time
+
+
+def test_a_range_is_fenced_in_one_transaction(job_log, clock):
+    periods = [DAILY.period_for_key(k) for k in ("2024-03-01", "2024-03-02", "2024-03-03")]
+    handles = [job_log.claim(ASSET, p, "run-R", stale_after_s=120) for p in periods]
+    clock.advance(10)
+    assert job_log.assert_current_all(handles) == clock.now
+    assert [job_log.get(h.job_id).publish_time for h in handles] == [clock.now] * 3
+
+    # The middle claim is taken over: nothing is recorded for any of the three.
+    clock.advance(121)
+    job_log.heartbeat(handles[0])
+    job_log.heartbeat(handles[2])
+    taker = job_log.claim(ASSET, periods[1], "run-T", stale_after_s=120)
+    before = [job_log.get(h.job_id).publish_time for h in handles]
+    clock.advance(5)
+    with pytest.raises(StaleToken, match="2024-03-02.*now held by run run-T"):
+        job_log.assert_current_all(handles)
+    assert [job_log.get(h.job_id).publish_time for h in handles] == before, "all or nothing"
+    assert job_log.get(taker.job_id).publish_time is None
+
+
+def test_a_withdrawn_attempt_leaves_no_trace(job_log, clock):
+    from sharp_dagster.joblog.planner import pending_queue
+
+    period = DAILY.period_for_key("2024-01-01")
+    done = job_log.claim(ASSET, period, "run-1")
+    job_log.finish(done, SUCCESS)
+    again = job_log.claim(ASSET, period, "run-2")  # a refresh: the period leaves its success span
+    with job_log.step(again, "read"):
+        pass
+    assert job_log.withdraw(again)
+    assert _attempts(job_log, again.job_schedule_id) == [(1, SUCCESS)]
+    assert _claims(job_log) == []
+    assert job_log.steps(again.job_id) == []
+    pending = pending_queue(job_log, ASSET, DAILY, clock.now)
+    assert pending[0].partition_key == "2024-01-02", "the success span is back: 2024-01-01 is done"
+    assert not job_log.withdraw(again), "only a held claim is withdrawn"
+    # A period claimed for the first time is back to never run.
+    first = job_log.claim(ASSET, DAILY.period_for_key("2024-01-02"), "run-3")
+    assert job_log.withdraw(first)
+    assert _attempts(job_log, first.job_schedule_id) == []

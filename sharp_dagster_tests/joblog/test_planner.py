@@ -122,6 +122,26 @@ def test_check_ordered(job_log):
         check_ordered(job_log, ASSET, DAILY, "2023-12-30")
 
 
+def test_check_ordered_accepts_a_runs_own_earlier_claims(job_log):
+    """A range run claims its periods oldest first: its own RUNNING claims do not block its next period."""
+    own = {}
+    for key in ("2024-01-01", "2024-01-02", "2024-01-03"):
+        check_ordered(job_log, ASSET, DAILY, key, held=own)
+        handle = job_log.claim(ASSET, DAILY.period_for_key(key), "run-batch")
+        own[handle.range_start] = "run-batch"
+    check_ordered(job_log, ASSET, DAILY, "2024-01-04", held=own)
+    with pytest.raises(OutOfOrder, match=r"2024-01-01 \(RUNNING, run run-batch\)"):
+        check_ordered(job_log, ASSET, DAILY, "2024-01-04")  # to anyone else they are running
+    # Another run's claim blocks even when named: `held` is the caller's own claims, with its run id.
+    _run(job_log, DAILY, "2024-01-04", RUNNING)
+    with pytest.raises(OutOfOrder, match=r"2024-01-04 \(RUNNING, run run-2024-01-04-1\)"):
+        check_ordered(job_log, ASSET, DAILY, "2024-01-05", held={**own, "20240104000000": "run-batch"})
+    # A failed period blocks although the caller names its run.
+    failed = _run(job_log, DAILY, "2024-01-01", FAILURE, asset="dwd/other")
+    with pytest.raises(OutOfOrder, match=r"2024-01-01 \(FAILURE"):
+        check_ordered(job_log, "dwd/other", DAILY, "2024-01-02", held={"20240101000000": failed})
+
+
 def test_refresh_periods():
     now = datetime(2024, 2, 1)
     days = refresh_periods(DAILY, "2024-01-03", "2024-01-05", now)

@@ -1,0 +1,214 @@
+"""A range run of a SQL asset as one batch: every pending period claimed, ONE write, ONE audit pass, ONE publish.
+
+A single-run backfill hands one Dagster run a range of partitions. Going through the lifecycle (`lifecycle.py`)
+one period at a time pays its fixed costs (branch cut, write, snapshot commits, rule scans, publish) per period.
+`materialize_range` pays them once per range, with the same guarantees per period:
+
+1. **check, claim, gate** per period, oldest first: each period keeps its own job_log row, run id, fencing token and
+   heartbeat (`PartitionRun`). The order check accepts the earlier periods of this batch, which this run holds
+   RUNNING (`check_ordered(held=...)`); any other run's claim or a failed/never-run period still blocks.
+2. **compute** each period's rows (its rendered SQL, as a single run), then **stage** them all in one Iceberg write
+   on one branch (`IcebergTables.stage_range`: a dynamic partition overwrite; a period with no rows replaces its
+   partition with nothing). Rows per period come from the written files' metadata.
+3. **strong rules** per period against the branch (each period's rows, its own context and `dqc_result` rows;
+   the single-table rules of all periods in one grouped scan: `quality.evaluate_range`).
+4. **fence** every token in one job-log transaction (`JobLog.assert_current_all`), **publish** the staged range in
+   one table commit, mark every period SUCCESS, then report the weak rules.
+
+Any failure before the publish (a strong rule, a SQL error, a refused claim or gate, a lost claim, a stale publish)
+drops the branch (nothing was published), withdraws the batch's claims (`JobLog.withdraw`: as if never claimed)
+and returns None: the caller then runs the range one period at a time, which publishes the periods before the bad
+one, records the bad one FAILURE naming its error, and never runs the later ones: exactly a sequential run's
+outcome. An interrupt (not an `Exception`) records FAILURE on every claimed period instead, as a single run does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import ExitStack
+from typing import Any
+
+from sharp_dagster.assets import quality
+from sharp_dagster.dqc.runner import blocking_failures
+from sharp_dagster.failpoints import failpoint
+from sharp_dagster.joblog.planner import LogDrivenAsset
+from sharp_dagster.lifecycle import ORPHAN_AGE_S, Compute, PartitionRun, as_failure, error_text, weak_report
+from sharp_dagster.lineage import openlineage
+from sharp_dagster.periods import partition_values
+from sharp_dagster.redact import scrub_text
+from sharp_dagster.spark.iceberg import IcebergTables
+from sharp_dagster.spark.tables import TableRef
+from sharp_dagster.spark.wap import STAGE_PREFIX, branch_name
+from sharp_dagster.spark.wap_range import StagedRange
+
+log = logging.getLogger("sharp_dagster.lifecycle")
+
+
+class BatchAbandoned(RuntimeError):
+    """The batch publishes nothing; the range is run one period at a time instead."""
+
+
+def materialize_range(
+    context: Any,
+    target: TableRef,
+    grain: str,
+    log_asset: LogDrivenAsset,
+    compute: Compute,
+    rules: list,
+    grains: dict[str, str],
+    tables: IcebergTables,
+    keys: list[str],
+) -> tuple[list[tuple[str, int]], list, Any] | None:
+    """Publish the pending periods `keys` (oldest first) as one batch; returns `(done, last results, schema)`,
+    or None when the batch was abandoned with nothing published (the caller then runs them one by one)."""
+    app_id = context.resources.spark.session().sparkContext.applicationId
+    runs: list[PartitionRun] = []
+    branch: str | None = None
+    try:
+        frames = []
+        held: dict[str, str] = {}
+        with tables.counts_read_once():  # the upstream tables' partition metadata, read once for the range
+            for key in keys:
+                run = PartitionRun.begin(
+                    context, log_asset, key, tables, application_id=app_id, held=held, in_batch=True
+                )
+                runs.append(run)
+                held[run.handle.range_start] = str(run.run_id)
+                frames.append((partition_values(key, grain), compute(key, run), str(run.handle.token)))
+        branch = branch_name(f"{runs[0].key}_{runs[-1].key}_{runs[0].handle.token}_{len(runs)}")
+        staged = _stage(runs, target, frames, tables, branch)
+        results = _audit(runs, staged, tables, rules, grain, grains)
+        failpoint("after_audit", quiet=runs[-1]._beat.between_beats())
+        _publish(runs, staged, tables)
+    except Exception as exc:  # nothing is published: withdraw, and let the caller run the periods one by one
+        _abandon(context, log_asset, runs, target, branch, tables, exc)
+        return None
+    except BaseException as exc:  # an interrupt: every claimed period ends FAILURE, as a single run's would
+        _discard(tables, target, branch)
+        for run in runs:
+            run.fail(exc)
+        raise
+    failpoint("after_publish", quiet=runs[-1]._beat.between_beats())
+    return _finish(context, runs, staged, results, frames)
+
+
+def _stage(
+    runs: list[PartitionRun], target: TableRef, frames: list, tables: IcebergTables, branch: str
+) -> StagedRange:
+    """The `write` step of every period around ONE write of the whole range on one branch."""
+    first, last = runs[0], runs[-1]
+    with ExitStack() as steps:
+        recs = [
+            steps.enter_context(run.step("write", source_type="spark", target_type="iceberg")) for run in runs
+        ]
+        orphans = _dead_branches(runs, target, tables, branch)
+        if orphans:
+            tables.drop_branches(target, orphans)
+            recs[0].info(f"dropped {len(orphans)} staging branch(es) of dead attempts: {', '.join(orphans)}")
+        properties = {
+            **last.properties(),
+            "partition": f"{first.key}..{last.key}",
+            "partitions": str(len(runs)),
+        }
+        properties["attempt"] = ",".join(str(run.handle.attempt) for run in runs)
+        properties["job_id"] = ",".join(run.handle.job_id for run in runs)
+        staged = tables.stage_range(target, frames, branch=branch, properties=properties)
+        for run, rec, part, (_, df, _) in zip(runs, recs, staged.parts, frames, strict=True):
+            run.output_fields = openlineage.schema_fields(df)  # the written schema, for the COMPLETE event
+            rec.target_count = rec.success_count = part.row_count
+            rec.source_count = run.source_count
+            rec.info(
+                f"staged {part.row_count} rows for {target.qualified} {part.values_dict} on {branch} "
+                f"(one write of {len(runs)} partitions)"
+            )
+    return staged
+
+
+def _dead_branches(runs: list[PartitionRun], ref: TableRef, tables: IcebergTables, ours: str) -> list[str]:
+    """The staging branches the batch's claims prove dead (`PartitionRun._clean_orphans` for every period at
+    once): other attempts of its periods, and any branch older than `ORPHAN_AGE_S`."""
+    now_ms = time.time() * 1000
+    prefixes = tuple(run._branch_prefix() for run in runs)
+    return [
+        name
+        for name, ts in tables.staged_branches(ref).items()
+        if name != ours
+        and name.startswith(STAGE_PREFIX)
+        and (name.startswith(prefixes) or now_ms - ts >= ORPHAN_AGE_S * 1000)
+    ]
+
+
+def _audit(runs, staged: StagedRange, tables, rules, grain, grains) -> list[list]:
+    """Every period's rules against its rows on the branch, oldest first (`quality.evaluate_range`: one grouped
+    scan); `BatchAbandoned` at the first period whose strong rules fail (the sequential run then records it)."""
+    if not rules:
+        return [[] for _ in runs]
+    out = quality.evaluate_range(runs, tables, staged, rules, grain, grains)
+    for run, results in zip(runs, out, strict=False):
+        failed = blocking_failures(results)
+        if failed:
+            names = ", ".join(r.rule_id for r in failed)
+            raise BatchAbandoned(f"{run.asset.job_name} [{run.key}]: strong rule(s) failed: {names}")
+    return out
+
+
+def _publish(runs: list[PartitionRun], staged: StagedRange, tables: IcebergTables) -> None:
+    """Fence every period's token in one transaction, then put the whole range on `main` in one commit."""
+    with ExitStack() as steps:
+        recs = [steps.enter_context(run.step("publish", target_type="iceberg")) for run in runs]
+        runs[0].job_log.assert_current_all([run.handle for run in runs])
+        snapshot = tables.publish_range(staged)
+        for rec, part in zip(recs, staged.parts, strict=True):
+            rec.target_count = part.row_count
+            rec.info(
+                f"published {staged.ref.qualified} {part.values_dict} as snapshot {snapshot} "
+                f"(one commit of {len(staged.parts)} partitions)"
+            )
+
+
+def _finish(context, runs, staged: StagedRange, results: list[list], frames) -> tuple:
+    """SUCCESS for every period (the range is on `main`: no fallback past this point), then the weak rules."""
+    errors = []
+    for run in runs:
+        try:
+            run.succeed()
+        except Exception as exc:  # the claim was lost after the publish: the job log cannot say SUCCESS
+            errors.append((run, exc))
+    if errors:
+        run, exc = errors[0]
+        for other, _ in errors:
+            other.fail(exc)
+        raise as_failure(exc, f"{run.asset.job_name} [{run.key}]") from None
+    done = []
+    for run, part, res in zip(runs, staged.parts, results, strict=True):
+        for _ in weak_report(context, run, res, report=False):
+            pass  # a range run reports its last period's checks once, at the end (`materialize_partitions`)
+        done.append((run.key, part.row_count))
+        context.log.info(f"{run.asset.job_name} [{run.key}]: {part.row_count} rows published")
+    return done, results[-1], frames[-1][1].schema
+
+
+def _discard(tables: IcebergTables, ref: TableRef, branch: str | None) -> None:
+    """Drop the batch's branch if it was cut (a failed write may have left it without a `StagedRange`)."""
+    if branch is None:
+        return
+    try:
+        if tables.exists(ref):
+            tables.drop_branches(ref, [branch])
+    except Exception:  # the next run of the table drops it as an orphan
+        log.warning("could not drop staging branch %s of %s", branch, ref.qualified)
+
+
+def _abandon(
+    context, log_asset: LogDrivenAsset, runs, ref: TableRef, branch: str | None, tables, exc
+) -> None:
+    """Drop the branch and withdraw every claim of the batch; say why in the run's log."""
+    _discard(tables, ref, branch)
+    for run in runs:
+        run.withdraw()
+    reason = exc if isinstance(exc, BatchAbandoned) else scrub_text(error_text(exc))
+    context.log.warning(
+        f"{log_asset.job_name}: the range of {len(runs)} claimed period(s) was not published as one batch "
+        f"({reason}); running it one period at a time"
+    )

@@ -1,0 +1,172 @@
+"""A range run of a SQL asset (a single-run backfill) goes as one batch: one write, one audit pass, one publish.
+
+When the batch cannot publish (here a strong rule failing on the middle day), nothing of it reaches the table or
+the job log, and the range runs one period at a time: the days before the bad one are published, the bad one is
+FAILURE naming its rule, the later ones never run; a relaunch resumes at the bad day. A day whose SQL yields no
+rows replaces its partition with nothing.
+
+Each test builds its own state on a data folder and broker of its own (`own_feed`)."""
+
+from __future__ import annotations
+
+from dagster import AssetKey, materialize
+
+from sharp_dagster_tests.cdc_support import change
+
+DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
+ODS = [AssetKey(["ods", t]) for t in ("orders", "order_item", "product")]
+DETAIL = AssetKey(["dwd", "order_detail"])
+NAME = "dwd/order_detail"
+
+
+def range_run(feed, keys, first, last, tags=None):
+    """What a single-run Dagster backfill of a partition range launches: one run over the range."""
+    return materialize(
+        list(feed.defs.assets),
+        selection=keys,
+        instance=feed.instance,
+        resources=feed.defs.resources,
+        tags={
+            "dagster/asset_partition_range_start": first,
+            "dagster/asset_partition_range_end": last,
+            **(tags or {}),
+        },
+        raise_on_error=False,
+    )
+
+
+def attempts(jl):
+    return sorted((r.partition_key, r.attempt, r.status) for r in jl.recent(NAME, limit=100))
+
+
+def published_snapshots(spark):
+    """Snapshots of main's history that a run published (they carry its token), oldest first."""
+    spark.catalog.refreshTable("dwd.order_detail")
+    rows = spark.sql(
+        "SELECT h.snapshot_id, s.summary FROM dwd.order_detail.history h "
+        "JOIN dwd.order_detail.snapshots s ON s.snapshot_id = h.snapshot_id "
+        "WHERE h.is_current_ancestor ORDER BY h.made_current_at"
+    ).collect()
+    return [r.summary for r in rows if "sharp.token" in r.summary]
+
+
+def rows_by_day(spark):
+    spark.catalog.refreshTable("dwd.order_detail")
+    return {
+        r.dt: r.n for r in spark.sql("SELECT dt, count(*) AS n FROM dwd.order_detail GROUP BY dt").collect()
+    }
+
+
+def written_rows(jl, day):
+    """The `write` step's row count of the day's latest attempt."""
+    latest = max((r for r in jl.recent(NAME, limit=100) if r.partition_key == day), key=lambda r: r.attempt)
+    return next(s.target_count for s in jl.steps(latest.job_id) if s.step_id == "write")
+
+
+def land_and_run_ods(feed, extra_by_day=None):
+    for day in DAYS:
+        feed.land(day, extra=(extra_by_day or {}).get(day))
+    assert range_run(feed, ODS, DAYS[0], DAYS[-1]).success, "setting up: the ODS days"
+
+
+def test_a_range_is_published_in_one_commit(own_feed, spark):
+    from sharp_dagster.logdriven import job_log
+
+    feed, jl = own_feed, job_log()
+    land_and_run_ods(feed)
+    result = range_run(feed, [DETAIL], DAYS[0], DAYS[-1])
+    assert result.success
+    assert attempts(jl) == [(d, 1, "SUCCESS") for d in DAYS]
+    counts = rows_by_day(spark)
+    assert set(counts) == set(DAYS) and all(counts.values())
+    assert {d: written_rows(jl, d) for d in DAYS} == counts, "each period's row count is its partition's"
+    snapshots = published_snapshots(spark)
+    assert len(snapshots) == 1, "one snapshot on main for the whole range"
+    assert snapshots[0]["sharp.partition"] == f"{DAYS[0]}..{DAYS[-1]}"
+    assert snapshots[0]["sharp.attempt"] == "1,1,1"
+    assert feed.instance.get_materialized_partitions(DETAIL) == set(DAYS)
+    from sharp_dagster.spark.tables import TableRef
+
+    tables = own_feed.defs.resources["spark"].store()
+    assert tables.staged_branches(TableRef("dwd", "order_detail", ("dt",))) == {}, "no branch left"
+
+
+def test_a_failing_day_falls_back_to_one_period_at_a_time_and_a_relaunch_resumes(own_feed, spark):
+    from sharp_dagster.logdriven import job_log
+
+    feed, jl = own_feed, job_log()
+    when = "2024-01-02 12:00:00"
+    order = dict(order_id=900001, user_id=1, order_time=when, total_amount=1.0, updated_at=when)
+    item = dict(item_id=900001, order_id=900001, product_id=1, quantity=1)
+    bad = [
+        change("orders", "c", 10**6, when, order_status="paid", **order),
+        change("order_item", "c", 10**6 + 1, when, unit_price=None, **item),  # line_amount NULL in DWD
+    ]
+    land_and_run_ods(feed, {"2024-01-02": bad})
+
+    result = range_run(feed, [DETAIL], DAYS[0], DAYS[-1])
+    assert not result.success
+    assert attempts(jl) == [("2024-01-01", 1, "SUCCESS"), ("2024-01-02", 1, "FAILURE")], (
+        "the batch left no attempt behind; the day after the bad one never ran"
+    )
+    failure = next(e for e in result.all_events if e.is_step_failure)
+    message = failure.step_failure_data.error.message
+    assert "dwd/order_detail [2024-01-02] not published" in message and "line_amount_not_null" in message
+    said = [e.message for e in feed.instance.all_logs(result.run_id) if "as one batch" in (e.message or "")]
+    assert said and "strong rule(s) failed: line_amount_not_null" in said[0], said
+    assert set(rows_by_day(spark)) == {"2024-01-01"}, "main holds nothing of the batch beyond the first day"
+    snapshots = published_snapshots(spark)
+    assert [s["sharp.partition"] for s in snapshots] == ["2024-01-01"], "only the sequential publish of day 1"
+    assert feed.instance.get_materialized_partitions(DETAIL) == {"2024-01-01"}
+
+    # Fixed at the source and the ODS day re-run, the same backfill resumes at the bad day, as one batch.
+    fix = change("order_item", "u", 10**6 + 2, "2024-01-02 13:00:00", unit_price=5.0, **item)
+    feed.land("2024-01-02", extra=[fix], replay=False)
+    refreshed = range_run(feed, [AssetKey(["ods", "order_item"])], "2024-01-02", "2024-01-02")
+    assert refreshed.success
+    again = range_run(feed, [DETAIL], DAYS[0], DAYS[-1])
+    assert again.success
+    assert attempts(jl) == [
+        ("2024-01-01", 1, "SUCCESS"),
+        ("2024-01-02", 1, "FAILURE"),
+        ("2024-01-02", 2, "SUCCESS"),
+        ("2024-01-03", 1, "SUCCESS"),
+    ]
+    assert [s["sharp.partition"] for s in published_snapshots(spark)] == [
+        "2024-01-01",
+        "2024-01-02..2024-01-03",
+    ]
+    assert set(rows_by_day(spark)) == set(DAYS)
+
+
+def test_a_day_without_rows_replaces_its_partition_with_nothing(own_feed, spark):
+    from sharp_dagster.logdriven import job_log
+
+    feed, jl = own_feed, job_log()
+    land_and_run_ods(feed)
+    assert range_run(feed, [DETAIL], DAYS[0], DAYS[-1]).success
+    # Every order placed on 2024-01-02 is deleted at the source late that day: the day's detail becomes empty.
+    spark.catalog.refreshTable("ods.orders")
+    placed = spark.sql(
+        "SELECT * FROM ods.orders WHERE dt = '2024-01-02' AND to_date(order_time) = DATE '2024-01-02'"
+    ).collect()
+    assert placed
+    gone = [
+        change(
+            "orders",
+            "d",
+            10**6 + i,
+            "2024-01-02 23:59:00",
+            **{k: v for k, v in r.asDict().items() if k != "dt"},
+        )
+        for i, r in enumerate(placed)
+    ]
+    feed.land("2024-01-02", extra=gone, replay=False)
+    assert range_run(feed, [AssetKey(["ods", "orders"])], "2024-01-02", "2024-01-02").success
+    refresh = range_run(feed, [DETAIL], DAYS[0], DAYS[-1], tags={"sharp/refresh": "true"})
+    assert refresh.success
+    counts = rows_by_day(spark)
+    assert set(counts) == {"2024-01-01", "2024-01-03"}, "2024-01-02 was replaced by nothing"
+    assert written_rows(jl, "2024-01-02") == 0
+    assert [(d, a, s) for d, a, s in attempts(jl) if a == 2] == [(d, 2, "SUCCESS") for d in DAYS]
+    assert published_snapshots(spark)[-1]["sharp.partition"] == f"{DAYS[0]}..{DAYS[-1]}"
