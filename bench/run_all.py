@@ -184,7 +184,7 @@ def headline(name: str, r: dict) -> tuple[str, str, str, str]:
             "<= 1.5x",
             "yes" if ratio <= 1.5 else "no",
         )
-    if name == "merge":
+    if name.startswith("merge"):  # the main size, and runs at other sizes kept beside it
         return _merge_headline(r)
     if name == "cli":
         p, slow = r["commands"]["lineage parse (one statement on stdin)"], r["slowest"]
@@ -242,10 +242,14 @@ def headline(name: str, r: dict) -> tuple[str, str, str, str]:
             "re-measured (issue 14)",
             "-",
         )
-    if name == "pipeline":
+    if name.startswith(
+        "pipeline"
+    ):  # run per day, or one run per range (--single-run), before and after a change
         return (
             f"whole pipeline, {r['days']}-day backfill of every asset of the demo ({r['asset_partitions']} "
-            f"asset-partitions, {r['runs']} Dagster runs)",
+            f"asset-partitions, {r['runs']} Dagster runs, {r.get('mode', 'run per day')}"
+            + (f", {r['code']}" if r.get("code") else "")
+            + ")",
             f"{_fmt(r['s_per_asset_partition'])} s per asset-partition; {r['spark_jobs_per_asset_partition']} Spark "
             f"jobs per asset-partition ({_fmt(r['spark_job_s_per_asset_partition'])} s of Spark jobs); run set-up "
             f"median {_fmt(r['run_setup_s_median'])} s per run",
