@@ -70,6 +70,30 @@ class StagedPartition:
         return dict(self.values)
 
 
+def _plain_properties(ref: TableRef, properties: Mapping[str, str] | None) -> dict[str, str]:
+    """The extra snapshot properties, each key checked to be plain (it becomes `sharp.<key>`)."""
+    extra = dict(properties or {})
+    for key in extra:
+        if not _PROP_KEY.match(key):
+            raise ValueError(f"{ref.qualified}: snapshot property key {key!r} is not plain")
+    return extra
+
+
+def _checked_branch(ref: TableRef, branch: str) -> str:
+    """`branch`, refused unless it is `stage_<plain identifier>` (the staging branches, and only they, are cleaned)."""
+    if not branch.startswith(STAGE_PREFIX) or _BRANCH_CHARS.search(branch):
+        raise ValueError(f"{ref.qualified}: staging branch {branch!r} is not stage_<plain identifier>")
+    return branch
+
+
+def _in_partition(ref: TableRef, df: DataFrame, values: Mapping[str, str]) -> DataFrame:
+    """`df` with its partition columns set to `values`: its rows cannot leak into another partition."""
+    data = df.drop(*[c for c in ref.partition_cols if c in df.columns])
+    for col in ref.partition_cols:
+        data = data.withColumn(col, F.lit(values[col]))
+    return data
+
+
 def branch_name(token: str) -> str:
     """`stage_<token>` lower-cased with every run of other characters folded to `_` (a plain SQL identifier)."""
     cleaned = _BRANCH_CHARS.sub("_", str(token).lower()).strip("_")
@@ -98,29 +122,12 @@ class WriteAuditPublish(IcebergBase):
         """
         token = str(token) if token is not None else uuid.uuid4().hex
         values = self._check_values(ref, values)
-        extra = dict(properties or {})
-        for key in extra:
-            if not _PROP_KEY.match(key):
-                raise ValueError(f"{ref.qualified}: snapshot property key {key!r} is not plain")
-        data = df.drop(*[c for c in ref.partition_cols if c in df.columns])
-        for col in ref.partition_cols:
-            data = data.withColumn(col, F.lit(values[col]))
+        extra = _plain_properties(ref, properties)
+        branch = _checked_branch(ref, branch or branch_name(token))
+        data = _in_partition(ref, df, values)
         self.ensure_table(ref, data)
         data = self._in_table_order(ref, data)
-        branch = branch or branch_name(token)
-        if not branch.startswith(STAGE_PREFIX) or _BRANCH_CHARS.search(branch):
-            raise ValueError(f"{ref.qualified}: staging branch {branch!r} is not stage_<plain identifier>")
-
-        def cut(table: Any) -> Any:
-            manage = table.manageSnapshots()
-            if table.refs().containsKey(branch):
-                manage = manage.removeBranch(
-                    branch
-                )  # an earlier attempt of this token: start again from main
-            return manage.createBranch(branch)  # forks at main's current snapshot
-
-        base = self._commit_refs(ref, cut).refs().get(branch)
-        base_id = int(base.snapshotId()) if base is not None else None
+        base_id = self._cut(ref, branch)
         failpoint("mid_write")  # the branch is cut, the rows are not yet committed to it
         self._refresh(ref)
         writer = data.writeTo(self._branch_table(ref, branch)).option("mergeSchema", "true")
@@ -159,13 +166,40 @@ class WriteAuditPublish(IcebergBase):
         self._commit_refs(
             ref, lambda table: table.manageSnapshots().removeBranch(branch).createBranch(branch)
         )
-        table = self._table(ref)
+        return self._delete_on_branch(ref, [values], branch, str(token), extra)
+
+    def _cut(self, ref: TableRef, branch: str) -> int | None:
+        """Create `branch` at `main`'s current snapshot (replacing a branch of that name left by an earlier attempt
+        of the same token: it starts again from `main`); returns the snapshot it forks at."""
+
+        def cut(table: Any) -> Any:
+            manage = table.manageSnapshots()
+            if table.refs().containsKey(branch):
+                manage = manage.removeBranch(branch)
+            return manage.createBranch(branch)
+
+        base = self._commit_refs(ref, cut).refs().get(branch)
+        return int(base.snapshotId()) if base is not None else None
+
+    def _delete_on_branch(
+        self,
+        ref: TableRef,
+        partitions: Iterable[Mapping[str, str]],
+        branch: str,
+        token: str,
+        extra: Mapping[str, str],
+    ) -> int:
+        """Delete the given partitions on `branch` in one commit (filter on the partition columns); the new head."""
         expressions = self._jvm.org.apache.iceberg.expressions.Expressions
         expr = None
-        for col in ref.partition_cols:
-            term = expressions.equal(col, values[col])
-            expr = term if expr is None else getattr(expressions, "and")(expr, term)
-        delete = table.newDelete().deleteFromRowFilter(expr).toBranch(branch).set(TOKEN_PROPERTY, str(token))
+        for values in partitions:
+            term = None
+            for col in ref.partition_cols:
+                eq = expressions.equal(col, values[col])
+                term = eq if term is None else getattr(expressions, "and")(term, eq)
+            expr = term if expr is None else getattr(expressions, "or")(expr, term)
+        table = self._table(ref)
+        delete = table.newDelete().deleteFromRowFilter(expr).toBranch(branch).set(TOKEN_PROPERTY, token)
         for key, value in extra.items():
             delete = delete.set(f"sharp.{key}", str(value))
         delete.commit()

@@ -18,18 +18,17 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from sharp_dagster.failpoints import failpoint
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.spark.wap import (
-    _BRANCH_CHARS,
-    _PROP_KEY,
-    STAGE_PREFIX,
     TOKEN_PROPERTY,
     StagedPartition,
     StalePublishError,
     WriteAuditPublish,
+    _checked_branch,
+    _in_partition,
+    _plain_properties,
 )
 
 
@@ -67,20 +66,13 @@ class RangeStage(WriteAuditPublish):
         """
         if not partitions:
             raise ValueError(f"{ref.qualified}: stage_range needs at least one partition")
-        if not branch.startswith(STAGE_PREFIX) or _BRANCH_CHARS.search(branch):
-            raise ValueError(f"{ref.qualified}: staging branch {branch!r} is not stage_<plain identifier>")
-        extra = dict(properties or {})
-        for key in extra:
-            if not _PROP_KEY.match(key):
-                raise ValueError(f"{ref.qualified}: snapshot property key {key!r} is not plain")
+        _checked_branch(ref, branch)
+        extra = _plain_properties(ref, properties)
         checked, frames, tokens = [], [], []
         for values, df, token in partitions:
             values = self._check_values(ref, values)
-            data = df.drop(*[c for c in ref.partition_cols if c in df.columns])
-            for col in ref.partition_cols:
-                data = data.withColumn(col, F.lit(values[col]))
             checked.append(values)
-            frames.append(data)
+            frames.append(_in_partition(ref, df, values))
             tokens.append(str(token if token is not None else uuid.uuid4().hex))
         data = frames[0]
         for other in frames[1:]:
@@ -88,15 +80,7 @@ class RangeStage(WriteAuditPublish):
         self.ensure_table(ref, data)
         data = self._in_table_order(ref, data)
         token_text = ",".join(tokens)
-
-        def cut(table: Any) -> Any:
-            manage = table.manageSnapshots()
-            if table.refs().containsKey(branch):
-                manage = manage.removeBranch(branch)
-            return manage.createBranch(branch)
-
-        base = self._commit_refs(ref, cut).refs().get(branch)
-        base_id = int(base.snapshotId()) if base is not None else None
+        base_id = self._cut(ref, branch)
         failpoint("mid_write")
         self._refresh(ref)
         writer = data.writeTo(self._branch_table(ref, branch)).option("mergeSchema", "true")
@@ -139,31 +123,6 @@ class RangeStage(WriteAuditPublish):
             key = tuple(unquote_plus(part.partition("=")[2]) for part in path.split("/"))
             out[key] = out.get(key, 0) + int(data_file.recordCount())
         return out
-
-    def _delete_on_branch(
-        self,
-        ref: TableRef,
-        partitions: Sequence[Mapping[str, str]],
-        branch: str,
-        token: str,
-        extra: Mapping[str, str],
-    ) -> int:
-        """Delete the given partitions on `branch` in one commit (filter on the partition columns); the new head."""
-        expressions = self._jvm.org.apache.iceberg.expressions.Expressions
-        expr = None
-        for values in partitions:
-            term = None
-            for col in ref.partition_cols:
-                eq = expressions.equal(col, values[col])
-                term = eq if term is None else getattr(expressions, "and")(term, eq)
-            expr = term if expr is None else getattr(expressions, "or")(expr, term)
-        table = self._table(ref)
-        delete = table.newDelete().deleteFromRowFilter(expr).toBranch(branch).set(TOKEN_PROPERTY, token)
-        for key, value in extra.items():
-            delete = delete.set(f"sharp.{key}", str(value))
-        delete.commit()
-        self._refresh(ref)
-        return int(self._table(ref).refs().get(branch).snapshotId())
 
     def read_staged_range(self, staged: StagedRange) -> tuple[DataFrame, list[DataFrame]]:
         """The staged rows of the whole range, and of each partition (`read_staged` of every part, one refresh)."""
