@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -199,17 +199,8 @@ class PartitionRun:
         return branch_name(f"{self.key}_")  # "stage_2024_01_02_": every attempt's branch of this partition
 
     def _clean_orphans(self, ref: TableRef) -> list[str]:
-        """Drop the staging branches this run's claim proves dead: other attempts of this partition (the claim is
-        ours, so no other attempt is running), and any branch older than `ORPHAN_AGE_S`."""
-        now_ms = time.time() * 1000
-        prefix, ours = self._branch_prefix(), self.branch
-        orphans = [
-            name
-            for name, ts in self.tables.staged_branches(ref).items()
-            if name != ours
-            and name.startswith(STAGE_PREFIX)
-            and (name.startswith(prefix) or now_ms - ts >= ORPHAN_AGE_S * 1000)
-        ]
+        """Drop the staging branches this run's claim proves dead (`dead_branches`)."""
+        orphans = dead_branches(self.tables, ref, [self], self.branch)
         if orphans:
             self.tables.drop_branches(ref, orphans)
             log.info("%s: dropped staging branches of dead attempts: %s", ref.qualified, orphans)
@@ -337,6 +328,20 @@ class PartitionRun:
         )
 
 
+def dead_branches(tables: IcebergTables, ref: TableRef, runs: Sequence[PartitionRun], ours: str) -> list[str]:
+    """The staging branches of `ref` that the claims of `runs` prove dead, `ours` aside: other attempts of their
+    partitions (the claims are held, so no other attempt is running), and any branch older than `ORPHAN_AGE_S`."""
+    now_ms = time.time() * 1000
+    prefixes = tuple(run._branch_prefix() for run in runs)
+    return [
+        name
+        for name, ts in tables.staged_branches(ref).items()
+        if name != ours
+        and name.startswith(STAGE_PREFIX)
+        and (name.startswith(prefixes) or now_ms - ts >= ORPHAN_AGE_S * 1000)
+    ]
+
+
 @contextmanager
 def claimed_range(
     context: Any,
@@ -405,7 +410,8 @@ def materialize_partitions(
 ) -> Iterator[Any]:
     """Materialize the run's partitions of one log-driven asset, strictly oldest first, each through the whole
     lifecycle. With `batch`, several pending partitions go as one batch first (`lifecycle_range.py`: one write,
-    one audit pass, one publish); when it is abandoned (nothing published) they go one by one as below. Yields Dagster events: check results and one `MaterializeResult` (a range run also yields one
+    one audit pass, one publish); when it is abandoned (nothing published) they go one by one as below. Yields
+    Dagster events: check results and one `MaterializeResult` (a range run also yields one
     `AssetMaterialization` per partition published before a failure). In a range (a single-run backfill),
     partitions already SUCCESS are skipped unless the run is a refresh, so a relaunched backfill resumes at its
     failure; at the first failure the later partitions never run."""

@@ -25,7 +25,6 @@ outcome. An interrupt (not an `Exception`) records FAILURE on every claimed peri
 from __future__ import annotations
 
 import logging
-import time
 from contextlib import ExitStack
 from typing import Any
 
@@ -33,13 +32,13 @@ from sharp_dagster.assets import quality
 from sharp_dagster.dqc.runner import blocking_failures
 from sharp_dagster.failpoints import failpoint
 from sharp_dagster.joblog.planner import LogDrivenAsset
-from sharp_dagster.lifecycle import ORPHAN_AGE_S, Compute, PartitionRun, as_failure, error_text, weak_report
+from sharp_dagster.lifecycle import Compute, PartitionRun, as_failure, dead_branches, error_text, weak_report
 from sharp_dagster.lineage import openlineage
 from sharp_dagster.periods import partition_values
 from sharp_dagster.redact import scrub_text
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import TableRef
-from sharp_dagster.spark.wap import STAGE_PREFIX, branch_name
+from sharp_dagster.spark.wap import branch_name
 from sharp_dagster.spark.wap_range import StagedRange
 
 log = logging.getLogger("sharp_dagster.lifecycle")
@@ -102,7 +101,7 @@ def _stage(
         recs = [
             steps.enter_context(run.step("write", source_type="spark", target_type="iceberg")) for run in runs
         ]
-        orphans = _dead_branches(runs, target, tables, branch)
+        orphans = dead_branches(tables, target, runs, branch)
         if orphans:
             tables.drop_branches(target, orphans)
             recs[0].info(f"dropped {len(orphans)} staging branch(es) of dead attempts: {', '.join(orphans)}")
@@ -123,20 +122,6 @@ def _stage(
                 f"(one write of {len(runs)} partitions)"
             )
     return staged
-
-
-def _dead_branches(runs: list[PartitionRun], ref: TableRef, tables: IcebergTables, ours: str) -> list[str]:
-    """The staging branches the batch's claims prove dead (`PartitionRun._clean_orphans` for every period at
-    once): other attempts of its periods, and any branch older than `ORPHAN_AGE_S`."""
-    now_ms = time.time() * 1000
-    prefixes = tuple(run._branch_prefix() for run in runs)
-    return [
-        name
-        for name, ts in tables.staged_branches(ref).items()
-        if name != ours
-        and name.startswith(STAGE_PREFIX)
-        and (name.startswith(prefixes) or now_ms - ts >= ORPHAN_AGE_S * 1000)
-    ]
 
 
 def _audit(runs, staged: StagedRange, tables, rules, grain, grains) -> list[list]:
