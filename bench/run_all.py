@@ -279,6 +279,11 @@ def _merge_headline(r: dict) -> tuple[str, str, str, str]:
             f"streamed past the broadcast delta {r['floor_broadcast_ratio_to_copy']}x, shuffled "
             f"{r['floor_shuffle_ratio_to_copy']}x)"
         )
+    if "floor_day_rows_ratio_to_copy" in r:
+        text += (
+            "; lower bound of a merge that writes only the day's rows and deletes (no new state): "
+            f"{r['floor_day_rows_ratio_to_copy']}x"
+        )
     growth = r.get("scaling_growth")
     if growth:
         text += (

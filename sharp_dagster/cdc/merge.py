@@ -52,8 +52,11 @@ from sharp_dagster.cdc.shards import PHYSICAL_TABLE_COLUMN
 ROW_OPS = images.ROW_OPS
 
 Strategy = Literal["auto", "broadcast", "shuffle"]
-# Keys of a day's delta above which "auto" stops broadcasting it (the driver builds the hash table: ~150 B a key).
-BROADCAST_MAX_ROWS = 5_000_000
+# Keys of a day's delta above which "auto" stops broadcasting it: the driver builds the hash table of the folded
+# rows. On 2 cores (bench/bench_merge.py, 2026-11-25) broadcasting 500,000 keys beat the shuffle (lower bounds
+# 1.46x vs 1.63x a copy of 5 M state rows); at 2,000,000 keys (20 M state rows) the shuffle was as fast or faster
+# (82-87 s against 88-104 s) and spares the driver a hash table of 2 M rows.
+BROADCAST_MAX_ROWS = 1_000_000
 
 _RAW_CHANGE_COLUMNS = {*images.META_COLUMNS, "before_json", "after_json"} - {"event_ts_ms"}
 _TYPED_CHANGE_COLUMNS = {*images.META_COLUMNS, *images.IMAGE_COLUMNS} - {"event_ts_ms"}
