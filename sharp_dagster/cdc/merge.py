@@ -53,8 +53,8 @@ ROW_OPS = images.ROW_OPS
 
 Strategy = Literal["auto", "broadcast", "shuffle"]
 # Keys of a day's delta above which "auto" stops broadcasting it: the driver builds the hash table of the folded
-# rows. On 2 cores (bench/bench_merge.py, 2026-11-25) broadcasting 500,000 keys beat the shuffle (lower bounds
-# 1.46x vs 1.63x a copy of 5 M state rows); at 2,000,000 keys (20 M state rows) the shuffle was as fast or faster
+# rows. On 2 cores (bench/bench_merge.py, 2026-11-25, two runs) broadcasting 500,000 keys beat the shuffle (lower
+# bounds 1.30-1.46x vs 1.44-1.63x a copy of 5 M state rows); at 2,000,000 keys (20 M state rows) the shuffle was as fast or faster
 # (82-87 s against 88-104 s) and spares the driver a hash table of 2 M rows.
 BROADCAST_MAX_ROWS = 1_000_000
 
