@@ -121,6 +121,9 @@ class PartitionRun:
         self.lineage_run_id = openlineage.new_run_id()  # the OpenLineage run id of this attempt
         self.period: tuple[datetime, datetime] | None = None
         self.output_fields: list[tuple[str, str]] | None = None
+        self.batch: Any = (
+            None  # the range batch this period belongs to (`lifecycle_range.RangeBatch`), if any
+        )
         self._beat = Heartbeat(jl, handle, heartbeat_interval_s()).start()
 
     # ------------------------------------------------------------------ check, claim, gate
@@ -245,6 +248,20 @@ class PartitionRun:
             rec.info(f"staged {staged.row_count} rows for {ref.qualified} {values} on {staged.branch}")
         return staged
 
+    def stage_beside(self, ref: TableRef, values: dict[str, str], df: DataFrame, step_id: str) -> DataFrame:
+        """A second table's partition (an ODS merge's state) staged beside the target and published with it;
+        returns its rows as staged, without the partition columns. In a range batch the rows are kept
+        (checkpointed) and written with the batch's other periods in one write (`RangeBatch`)."""
+        if self.batch is not None:
+            return self.batch.add(self, ref, values, df, step_id)
+        staged = self.stage(ref, values, df, step_id=step_id)
+        return self.tables.read_staged(staged).drop(*ref.partition_cols)
+
+    def staged_beside(self, ref: TableRef, values: dict[str, str]) -> DataFrame | None:
+        """The rows an earlier period of this range batch staged for `ref` at `values` (the previous day's state
+        of an ODS merge, not published yet), or None."""
+        return self.batch.rows(ref, values) if self.batch is not None else None
+
     def discard(self) -> None:
         """Drop every branch this run staged (nothing of it reaches `main`)."""
         for staged in self.staged:
@@ -356,12 +373,13 @@ def claimed_range(
     Dagster as a scrubbed `Failure`. Ranges have no order check and no upstream gate: the next range starts where
     the last successful one ended (`joblog/incremental.py`)."""
     jl = job_log_or_fail()
+    label = run_label(context)
     try:
         handle = jl.claim(
             job_name,
             window,
             run_id=context.run_id,
-            partition_key=context.partition_key,
+            partition_key=label,
             incremental_type=incremental_type,
             project_name=PROJECT_NAME,
             application_id=application_id,
@@ -377,7 +395,14 @@ def claimed_range(
         message = scrub_text(error_text(exc))
         jl.finish(handle, FAILURE, error=message)
         alert_attempt_failure(jl, handle, context.run_id, message)
-        raise as_failure(exc, f"{job_name} [{context.partition_key}]") from None
+        raise as_failure(exc, f"{job_name} [{label}]") from None
+
+
+def run_label(context: Any) -> str:
+    """The run's partition, or `first..last` for a range (a single-run backfill of the hourly landing: it lands
+    every message up to the end offsets once, whatever the hours)."""
+    keys = context.partition_key_range
+    return keys.start if keys.start == keys.end else f"{keys.start}..{keys.end}"
 
 
 def as_failure(exc: BaseException, label: str) -> BaseException:
@@ -398,6 +423,11 @@ def error_text(exc: BaseException) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- one asset
+# The most periods one batch holds (an ODS merge's batch keeps every day's state until its write): a longer range
+# goes as several batches in order.
+BATCH_MAX_PERIODS = 31
+
+
 def materialize_partitions(
     context: Any,
     target: TableRef,
@@ -439,46 +469,49 @@ def materialize_partitions(
             )
             continue
         pending.append(key)
-    if batch and len(pending) > 1:
-        from sharp_dagster.lifecycle_range import materialize_range
+    while pending:
+        chunk, pending = pending[:BATCH_MAX_PERIODS], pending[BATCH_MAX_PERIODS:]
+        if batch and len(chunk) > 1:
+            from sharp_dagster.lifecycle_range import materialize_range
 
-        outcome = materialize_range(
-            context, target, grain, log_asset, compute, rules, grains, tables, pending
-        )
-        if outcome is not None:
-            done, last_results, schema = outcome
-            pending = []
-    for key in pending:
-        try:
-            app_id = spark_resource.session().sparkContext.applicationId
-            run = PartitionRun.begin(context, log_asset, key, tables, application_id=app_id)
+            outcome = materialize_range(
+                context, target, grain, log_asset, compute, rules, grains, tables, chunk
+            )
+            if outcome is not None:
+                batch_done, last_results, schema = outcome
+                done.extend(batch_done)
+                continue
+        for key in chunk:
             try:
-                df = compute(key, run)
-                schema = df.schema
-                staged = run.stage(target, partition_values(key, grain), df)
-                results = quality.evaluate(run, tables, staged, rules, grain, grains) if rules else []
-            except BaseException as exc:
-                run.fail(exc)
-                raise as_failure(exc, f"{log_asset.job_name} [{key}]") from None
-            yield from _strong_gate(context, run, results, report_passed=single)
-            try:
-                run.publish()
-            except BaseException as exc:
-                run.fail(exc)
-                raise as_failure(exc, f"{log_asset.job_name} [{key}]") from None
-            yield from weak_report(context, run, results, report=single)
-            last_results = results
-            done.append((key, staged.row_count))
-            context.log.info(f"{log_asset.job_name} [{key}]: {staged.row_count} rows published")
-        except BaseException:
-            if not single:
-                for done_key, rows in done:
-                    yield AssetMaterialization(
-                        asset_key=context.asset_key,
-                        partition=done_key,
-                        metadata={"dagster/row_count": rows, "dagster/partition_row_count": rows},
-                    )
-            raise
+                app_id = spark_resource.session().sparkContext.applicationId
+                run = PartitionRun.begin(context, log_asset, key, tables, application_id=app_id)
+                try:
+                    df = compute(key, run)
+                    schema = df.schema
+                    staged = run.stage(target, partition_values(key, grain), df)
+                    results = quality.evaluate(run, tables, staged, rules, grain, grains) if rules else []
+                except BaseException as exc:
+                    run.fail(exc)
+                    raise as_failure(exc, f"{log_asset.job_name} [{key}]") from None
+                yield from _strong_gate(context, run, results, report_passed=single)
+                try:
+                    run.publish()
+                except BaseException as exc:
+                    run.fail(exc)
+                    raise as_failure(exc, f"{log_asset.job_name} [{key}]") from None
+                yield from weak_report(context, run, results, report=single)
+                last_results = results
+                done.append((key, staged.row_count))
+                context.log.info(f"{log_asset.job_name} [{key}]: {staged.row_count} rows published")
+            except BaseException:
+                if not single:
+                    for done_key, rows in done:
+                        yield AssetMaterialization(
+                            asset_key=context.asset_key,
+                            partition=done_key,
+                            metadata={"dagster/row_count": rows, "dagster/partition_row_count": rows},
+                        )
+                raise
     if not single:  # one result per check for the run (the last partition's); all are in dqc_result
         for result in last_results:
             yield quality.check_result(context.asset_key, result)

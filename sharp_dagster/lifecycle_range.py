@@ -9,17 +9,22 @@ one period at a time pays its fixed costs (branch cut, write, snapshot commits, 
    RUNNING (`check_ordered(held=...)`); any other run's claim or a failed/never-run period still blocks.
 2. **compute** each period's rows (its rendered SQL, as a single run), then **stage** them all in one Iceberg write
    on one branch (`IcebergTables.stage_range`: a dynamic partition overwrite; a period with no rows replaces its
-   partition with nothing). Rows per period come from the written files' metadata.
+   partition with nothing). Rows per period come from the written files' metadata. A table a period stages beside
+   the target (an ODS merge's state: `PartitionRun.stage_beside`) is kept checkpointed in the batch (`RangeBatch`),
+   where the next period reads it (the next day's merge starts from it), then staged the same way, one write.
 3. **strong rules** per period against the branch (each period's rows, its own context and `dqc_result` rows;
    the single-table rules of all periods in one grouped scan: `quality.evaluate_range`).
 4. **fence** every token in one job-log transaction (`JobLog.assert_current_all`), **publish** the staged range in
-   one table commit, mark every period SUCCESS, then report the weak rules.
+   one commit per table (the tables beside the target first), mark every period SUCCESS, then report the weak
+   rules.
 
 Any failure before the publish (a strong rule, a SQL error, a refused claim or gate, a lost claim, a stale publish)
 drops the branch (nothing was published), withdraws the batch's claims (`JobLog.withdraw`: as if never claimed)
 and returns None: the caller then runs the range one period at a time, which publishes the periods before the bad
 one, records the bad one FAILURE naming its error, and never runs the later ones: exactly a sequential run's
 outcome. An interrupt (not an `Exception`) records FAILURE on every claimed period instead, as a single run does.
+(One corner, as in a single run: when the target's commit is refused after a table beside it was committed, that
+table's range stays on `main`; it holds no published rows of the target and the next run replaces it.)
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from __future__ import annotations
 import logging
 from contextlib import ExitStack
 from typing import Any
+
+from pyspark.sql import DataFrame
 
 from sharp_dagster.assets import quality
 from sharp_dagster.dqc.runner import blocking_failures
@@ -48,6 +55,28 @@ class BatchAbandoned(RuntimeError):
     """The batch publishes nothing; the range is run one period at a time instead."""
 
 
+class RangeBatch:
+    """The partitions of second tables a batch's periods stage beside the target (`PartitionRun.stage_beside`: an
+    ODS merge's state). Each is checkpointed when added, so a later period reads an earlier one's rows before
+    anything is written (the next day's merge starts from this day's state); all of one table are then staged in
+    one write on the batch's branch of that table and published with the target, under the same fence."""
+
+    def __init__(self) -> None:
+        self._parts: dict[TableRef, list[tuple[PartitionRun, dict[str, str], DataFrame, str]]] = {}
+
+    def add(self, run: PartitionRun, ref: TableRef, values: dict[str, str], df: DataFrame, step_id: str):
+        rows = df.localCheckpoint(eager=True)
+        self._parts.setdefault(ref, []).append((run, dict(values), rows, step_id))
+        return rows
+
+    def rows(self, ref: TableRef, values: dict[str, str]) -> DataFrame | None:
+        wanted = dict(values)
+        return next((df for _, v, df, _ in self._parts.get(ref, []) if v == wanted), None)
+
+    def tables(self) -> list[tuple[TableRef, list[tuple[PartitionRun, dict[str, str], DataFrame, str]]]]:
+        return list(self._parts.items())
+
+
 def materialize_range(
     context: Any,
     target: TableRef,
@@ -64,6 +93,7 @@ def materialize_range(
     app_id = context.resources.spark.session().sparkContext.applicationId
     runs: list[PartitionRun] = []
     branch: str | None = None
+    batch = RangeBatch()
     try:
         frames = []
         held: dict[str, str] = {}
@@ -72,19 +102,22 @@ def materialize_range(
                 run = PartitionRun.begin(
                     context, log_asset, key, tables, application_id=app_id, held=held, in_batch=True
                 )
+                run.batch = batch
                 runs.append(run)
                 held[run.handle.range_start] = str(run.run_id)
                 frames.append((partition_values(key, grain), compute(key, run), str(run.handle.token)))
         branch = branch_name(f"{runs[0].key}_{runs[-1].key}_{runs[0].handle.token}_{len(runs)}")
+        beside = [_stage_beside(runs, ref, parts, tables, branch) for ref, parts in batch.tables()]
         staged = _stage(runs, target, frames, tables, branch)
         results = _audit(runs, staged, tables, rules, grain, grains)
         failpoint("after_audit", quiet=runs[-1]._beat.between_beats())
-        _publish(runs, staged, tables)
+        _publish(runs, [*beside, (staged, runs)], tables)
     except Exception as exc:  # nothing is published: withdraw, and let the caller run the periods one by one
-        _abandon(context, log_asset, runs, target, branch, tables, exc)
+        _abandon(context, log_asset, runs, [target, *(ref for ref, _ in batch.tables())], branch, tables, exc)
         return None
     except BaseException as exc:  # an interrupt: every claimed period ends FAILURE, as a single run's would
-        _discard(tables, target, branch)
+        for ref in [target, *(ref for ref, _ in batch.tables())]:
+            _discard(tables, ref, branch)
         for run in runs:
             run.fail(exc)
         raise
@@ -96,23 +129,12 @@ def _stage(
     runs: list[PartitionRun], target: TableRef, frames: list, tables: IcebergTables, branch: str
 ) -> StagedRange:
     """The `write` step of every period around ONE write of the whole range on one branch."""
-    first, last = runs[0], runs[-1]
     with ExitStack() as steps:
         recs = [
             steps.enter_context(run.step("write", source_type="spark", target_type="iceberg")) for run in runs
         ]
-        orphans = dead_branches(tables, target, runs, branch)
-        if orphans:
-            tables.drop_branches(target, orphans)
-            recs[0].info(f"dropped {len(orphans)} staging branch(es) of dead attempts: {', '.join(orphans)}")
-        properties = {
-            **last.properties(),
-            "partition": f"{first.key}..{last.key}",
-            "partitions": str(len(runs)),
-        }
-        properties["attempt"] = ",".join(str(run.handle.attempt) for run in runs)
-        properties["job_id"] = ",".join(run.handle.job_id for run in runs)
-        staged = tables.stage_range(target, frames, branch=branch, properties=properties)
+        _drop_orphans(tables, target, runs, branch, recs[0])
+        staged = tables.stage_range(target, frames, branch=branch, properties=_properties(runs))
         for run, rec, part, (_, df, _) in zip(runs, recs, staged.parts, frames, strict=True):
             run.output_fields = openlineage.schema_fields(df)  # the written schema, for the COMPLETE event
             rec.target_count = rec.success_count = part.row_count
@@ -122,6 +144,49 @@ def _stage(
                 f"(one write of {len(runs)} partitions)"
             )
     return staged
+
+
+def _stage_beside(
+    runs: list[PartitionRun], ref: TableRef, parts: list, tables: IcebergTables, branch: str
+) -> tuple[StagedRange, list[PartitionRun]]:
+    """A second table's partitions of the batch (`RangeBatch`) in ONE write on its own branch of the same name,
+    each period's step (`state` for an ODS merge) recording its rows."""
+    with ExitStack() as steps:
+        recs = [
+            steps.enter_context(run.step(step_id, source_type="spark", target_type="iceberg"))
+            for run, _, _, step_id in parts
+        ]
+        _drop_orphans(tables, ref, runs, branch, recs[0])
+        frames = [(values, df, str(run.handle.token)) for run, values, df, _ in parts]
+        staged = tables.stage_range(ref, frames, branch=branch, properties=_properties(runs))
+        for rec, part in zip(recs, staged.parts, strict=True):
+            rec.target_count = rec.success_count = part.row_count
+            rec.info(
+                f"staged {part.row_count} rows for {ref.qualified} {part.values_dict} on {branch} "
+                f"(one write of {len(parts)} partitions)"
+            )
+    return staged, [run for run, _, _, _ in parts]
+
+
+def _drop_orphans(tables: IcebergTables, ref: TableRef, runs: list[PartitionRun], branch: str, rec) -> None:
+    orphans = dead_branches(tables, ref, runs, branch)
+    if orphans:
+        tables.drop_branches(ref, orphans)
+        rec.info(
+            f"dropped {len(orphans)} staging branch(es) of dead attempts on {ref.qualified}: {', '.join(orphans)}"
+        )
+
+
+def _properties(runs: list[PartitionRun]) -> dict[str, str]:
+    """What the table's history shows about the batch's commits (`sharp.<key>`): every period's attempt."""
+    first, last = runs[0], runs[-1]
+    return {
+        **last.properties(),
+        "partition": f"{first.key}..{last.key}",
+        "partitions": str(len(runs)),
+        "attempt": ",".join(str(run.handle.attempt) for run in runs),
+        "job_id": ",".join(run.handle.job_id for run in runs),
+    }
 
 
 def _audit(runs, staged: StagedRange, tables, rules, grain, grains) -> list[list]:
@@ -138,18 +203,24 @@ def _audit(runs, staged: StagedRange, tables, rules, grain, grains) -> list[list
     return out
 
 
-def _publish(runs: list[PartitionRun], staged: StagedRange, tables: IcebergTables) -> None:
-    """Fence every period's token in one transaction, then put the whole range on `main` in one commit."""
+def _publish(
+    runs: list[PartitionRun], ranges: list[tuple[StagedRange, list[PartitionRun]]], tables: IcebergTables
+) -> None:
+    """Fence every period's token in one transaction, then put the whole range on `main`: one commit per table,
+    the tables staged beside the target first (as a single run publishes them in the order it staged them)."""
+    by_key = {run.key: i for i, run in enumerate(runs)}
     with ExitStack() as steps:
         recs = [steps.enter_context(run.step("publish", target_type="iceberg")) for run in runs]
         runs[0].job_log.assert_current_all([run.handle for run in runs])
-        snapshot = tables.publish_range(staged)
-        for rec, part in zip(recs, staged.parts, strict=True):
-            rec.target_count = part.row_count
-            rec.info(
-                f"published {staged.ref.qualified} {part.values_dict} as snapshot {snapshot} "
-                f"(one commit of {len(staged.parts)} partitions)"
-            )
+        for staged, owners in ranges:
+            snapshot = tables.publish_range(staged)
+            for run, part in zip(owners, staged.parts, strict=True):
+                rec = recs[by_key[run.key]]
+                rec.target_count = (rec.target_count or 0) + part.row_count
+                rec.info(
+                    f"published {staged.ref.qualified} {part.values_dict} as snapshot {snapshot} "
+                    f"(one commit of {len(staged.parts)} partitions)"
+                )
 
 
 def _finish(context, runs, staged: StagedRange, results: list[list], frames) -> tuple:
@@ -186,10 +257,11 @@ def _discard(tables: IcebergTables, ref: TableRef, branch: str | None) -> None:
 
 
 def _abandon(
-    context, log_asset: LogDrivenAsset, runs, ref: TableRef, branch: str | None, tables, exc
+    context, log_asset: LogDrivenAsset, runs, refs: list[TableRef], branch: str | None, tables, exc
 ) -> None:
-    """Drop the branch and withdraw every claim of the batch; say why in the run's log."""
-    _discard(tables, ref, branch)
+    """Drop the branch of every table and withdraw every claim of the batch; say why in the run's log."""
+    for ref in refs:
+        _discard(tables, ref, branch)
     for run in runs:
         run.withdraw()
     reason = exc if isinstance(exc, BatchAbandoned) else scrub_text(error_text(exc))

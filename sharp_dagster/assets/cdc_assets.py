@@ -20,6 +20,7 @@ import json
 import logging
 import os
 from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from dagster import (
     AssetDep,
@@ -42,6 +43,9 @@ from sharp_dagster.naming import key_str, parts
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
 from sharp_dagster.warehouse.cdc_layout import START, OdsTable, bootstrap_day, landing_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 KAFKA_ENV = "SHARP_KAFKA_BOOTSTRAP"
 log = logging.getLogger("sharp_dagster.cdc_assets")
@@ -84,6 +88,8 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
             f"by logical table, dt and hour, landed hourly from Kafka topic `{topic}` with done markers."
         ),
         partitions_def=partitions_for("hourly", START),
+        # A backfill of many hours is one landing (up to the end offsets), not one run per hour.
+        backfill_policy=BackfillPolicy.single_run(),
         deps=source_keys,
         required_resource_keys={"spark"},
         kinds={"kafka", "spark"},
@@ -271,40 +277,43 @@ def build_ods_merge_asset(
                 rec.source_count = 24
             with run.step("read", source_type="iceberg") as rec:
                 previous = (date.fromisoformat(key) - timedelta(days=1)).isoformat()
-                try:
-                    base = store.read_partitions(
-                        state_ref(t.name), [{"dt": previous}], needed_by=f"{job_name}[{key}]"
-                    )
-                except MissingPartitionError as exc:
-                    hint = " (the bootstrap snapshot)" if previous == bootstrap_day() else ""
-                    raise Failure(
-                        description=f"{job_name} [{key}]: no state of {previous}{hint}: {exc}"
-                    ) from exc
-                base = base.drop("dt")
+                # In a range batch the previous day's state may be this run's, not published yet.
+                base = run.staged_beside(state_ref(t.name), {"dt": previous})
+                if base is None:
+                    try:
+                        base = store.read_partitions(
+                            state_ref(t.name), [{"dt": previous}], needed_by=f"{job_name}[{key}]"
+                        ).drop("dt")
+                    except MissingPartitionError as exc:
+                        hint = " (the bootstrap snapshot)" if previous == bootstrap_day() else ""
+                        raise Failure(
+                            description=f"{job_name} [{key}]: no state of {previous}{hint}: {exc}"
+                        ) from exc
                 raw = raw_table_ref(t.database)
                 if not store.exists(raw):
                     raise Failure(
                         description=f"{job_name} [{key}]: the raw binlog table {raw.qualified} is empty"
                     )
-                changes = day_changes(store, raw, t, key)
-                rec.source_count = run.source_count = changes.count()
+                changes, rows = day_changes(store, raw, t, key)
+                rec.source_count = run.source_count = rows
             with run.step("transform", source_type="spark") as rec:
                 state = merge_day(base, changes, t.key_columns(), shard_column=t.shard_column)
             # The state (with tombstones) is staged beside the table and published with it, after the rules.
-            staged_state = run.stage(state_ref(t.name), {"dt": key}, state, step_id="state")
-            return published(store.read_staged(staged_state).drop("dt"))
+            return published(run.stage_beside(state_ref(t.name), {"dt": key}, state, step_id="state"))
 
+        # A single-run backfill of several days goes as one batch: each day's state chained in memory, the states
+        # and the published rows each in one write, one audit pass, one commit per table (`lifecycle_range.py`).
         yield from materialize_partitions(
-            context, TableRef("ods", t.name, ("dt",)), "daily", log_asset, compute, rules, grains
+            context, TableRef("ods", t.name, ("dt",)), "daily", log_asset, compute, rules, grains, batch=True
         )
 
     return _merge
 
 
-def day_changes(store, raw: TableRef, t: OdsTable, day: str):
-    """The day's changes of `t`, checkpointed: the landing's typed images (the merge parses no JSON) when they
-    hold every change of the day the raw binlog table holds, each value of its type; else the raw binlog rows
-    (typed by the merge, by the state's columns)."""
+def day_changes(store, raw: TableRef, t: OdsTable, day: str) -> tuple[DataFrame, int]:
+    """The day's changes of `t`, checkpointed, and how many: the landing's typed images (the merge parses no JSON)
+    when they hold every change of the day the raw binlog table holds, each value of its type; else the raw binlog
+    rows (typed by the merge, by the state's columns)."""
     from sharp_dagster.cdc.image_tables import read_typed_images
 
     spark = store.spark
@@ -315,7 +324,7 @@ def day_changes(store, raw: TableRef, t: OdsTable, day: str):
         typed_count, misfits = typed.selectExpr("count(*)", "count_if(cast_errors IS NOT NULL)").first()
         raw_count = raw_rows.count()
         if typed_count == raw_count and not misfits:
-            return typed
+            return typed, typed_count
         # Images the landing could not type by its images table's types (a value that does not fit) are merged
         # from their JSON, typed by the state's own columns; a value that fits those neither stops the merge.
         log.warning(
@@ -327,7 +336,8 @@ def day_changes(store, raw: TableRef, t: OdsTable, day: str):
             misfits,
             raw_count,
         )
-    return raw_rows.localCheckpoint(eager=True)
+    raw_rows = raw_rows.localCheckpoint(eager=True)
+    return raw_rows, raw_rows.count()
 
 
 def state_columns(store, tables) -> dict[str, list[tuple[str, str]]]:

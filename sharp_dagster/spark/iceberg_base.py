@@ -19,6 +19,13 @@ from sharp_dagster.spark.tables import TableRef
 COMMIT_ATTEMPTS = 20
 _VALUE = re.compile(r"^[A-Za-z0-9_\-:. ]+$")
 
+# How a write that spans partitions (an append, a range's stage) is laid out: rows clustered by partition (one file
+# per partition), sorted by it within a task, ONE data file open at a time (Iceberg's clustered writer). Without
+# `fanout-enabled=false` Iceberg picks its fanout writer (one open Parquet writer per partition): a backfill's
+# landing of 30 days spans 2,880 raw binlog partitions (table, day, hour), and the fanout writer ran a 2 GiB driver
+# out of heap on 16,000 rows (`bench/bench_pipeline.py --backfill`).
+MULTI_PARTITION_WRITE = {"distribution-mode": "hash", "fanout-enabled": "false"}
+
 # New columns are accepted on write (the merge may widen a table); Iceberg adds them to the table schema.
 TABLE_PROPERTIES = {
     "format-version": "2",

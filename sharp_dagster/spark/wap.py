@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sharp_dagster.failpoints import failpoint
-from sharp_dagster.spark.iceberg_base import IcebergBase, java_error
+from sharp_dagster.spark.iceberg_base import MULTI_PARTITION_WRITE, IcebergBase, java_error
 from sharp_dagster.spark.tables import TableRef, partition_label
 
 STAGE_PREFIX = "stage_"
@@ -288,7 +288,7 @@ class WriteAuditPublish(IcebergBase):
         self.ensure_table(ref, df)
         self._refresh(ref)
         writer = self._in_table_order(ref, df).writeTo(self.name(ref)).option("mergeSchema", "true")
-        writer = writer.option("distribution-mode", "hash")  # rows of many partitions: one file per partition
+        writer = writer.options(**MULTI_PARTITION_WRITE)  # rows of many partitions: one file per partition
         writer = writer.option(f"snapshot-property.{TOKEN_PROPERTY}", str(token or uuid.uuid4().hex))
         for key, value in dict(properties or {}).items():
             if not _PROP_KEY.match(key):

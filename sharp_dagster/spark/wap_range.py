@@ -20,6 +20,7 @@ from urllib.parse import unquote_plus
 from pyspark.sql import DataFrame
 
 from sharp_dagster.failpoints import failpoint
+from sharp_dagster.spark.iceberg_base import MULTI_PARTITION_WRITE
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.spark.wap import (
     TOKEN_PROPERTY,
@@ -84,7 +85,7 @@ class RangeStage(WriteAuditPublish):
         failpoint("mid_write")
         self._refresh(ref)
         writer = data.writeTo(self._branch_table(ref, branch)).option("mergeSchema", "true")
-        writer = writer.option("distribution-mode", "hash")  # rows of many partitions: one file per partition
+        writer = writer.options(**MULTI_PARTITION_WRITE)  # rows of many partitions: one file per partition
         writer = writer.option(f"snapshot-property.{TOKEN_PROPERTY}", token_text)
         for key, value in extra.items():
             writer = writer.option(f"snapshot-property.sharp.{key}", str(value))

@@ -170,3 +170,115 @@ def test_a_day_without_rows_replaces_its_partition_with_nothing(own_feed, spark)
     assert written_rows(jl, "2024-01-02") == 0
     assert [(d, a, s) for d, a, s in attempts(jl) if a == 2] == [(d, 2, "SUCCESS") for d in DAYS]
     assert published_snapshots(spark)[-1]["sharp.partition"] == f"{DAYS[0]}..{DAYS[-1]}"
+
+
+def ods_snapshots(spark, table):
+    """Partitions (the `sharp.partition` of each commit a run published), oldest first."""
+    spark.catalog.refreshTable(table)
+    rows = spark.sql(
+        f"SELECT s.summary FROM {table}.history h JOIN {table}.snapshots s ON s.snapshot_id = h.snapshot_id "
+        "WHERE h.is_current_ancestor ORDER BY h.made_current_at"
+    ).collect()
+    return [r.summary.get("sharp.partition") for r in rows if "sharp.token" in r.summary]
+
+
+def table_rows(spark, table):
+    spark.catalog.refreshTable(table)
+    return sorted((tuple(r) for r in spark.table(table).collect()), key=repr)
+
+
+def test_an_ods_range_chains_its_days_in_one_commit_per_table_and_equals_day_by_day(own_feed, spark):
+    """The merge of a range batch reads each day's state from the day before it in the same batch (nothing of it
+    published yet); the states and the published rows each reach `main` in one commit, and every day equals
+    what the day's merge run alone makes of the state before it."""
+    from sharp_dagster.logdriven import job_log
+
+    feed, jl = own_feed, job_log()
+    land_and_run_ods(feed)
+    span = f"{DAYS[0]}..{DAYS[-1]}"
+    for table in ("ods.orders", "ods_state.orders"):
+        assert ods_snapshots(spark, table)[-1:] == [span], f"{table}: one commit for the range"
+    assert sorted((r.partition_key, r.attempt, r.status) for r in jl.recent("ods/orders", limit=100)) == [
+        (d, 1, "SUCCESS") for d in DAYS
+    ]
+    steps = [s.step_id for s in jl.steps(jl.recent("ods/orders", limit=1)[0].job_id)]
+    assert "state" in steps and "write" in steps and "publish" in steps, steps
+    by_batch = {t: table_rows(spark, t) for t in ("ods.orders", "ods_state.orders")}
+    assert by_batch["ods.orders"], "the range published rows"
+
+    # Each day again alone, oldest first (a refresh reads the published state of the day before).
+    for day in DAYS:
+        alone = range_run(feed, [AssetKey(["ods", "orders"])], day, day, tags={"sharp/refresh": "true"})
+        assert alone.success
+    assert ods_snapshots(spark, "ods.orders")[-3:] == DAYS
+    assert {t: table_rows(spark, t) for t in by_batch} == by_batch, "the batch equals day-by-day merges"
+
+
+def test_a_range_longer_than_a_batch_goes_as_several_batches_in_order(own_feed, spark, monkeypatch):
+    from sharp_dagster import lifecycle
+
+    monkeypatch.setattr(lifecycle, "BATCH_MAX_PERIODS", 2)
+    land_and_run_ods(own_feed)
+    assert range_run(own_feed, [DETAIL], DAYS[0], DAYS[-1]).success
+    assert [s["sharp.partition"] for s in published_snapshots(spark)] == [f"{DAYS[0]}..{DAYS[1]}", DAYS[2]], (
+        "a batch of two, then the last day alone"
+    )
+    assert set(rows_by_day(spark)) == set(DAYS)
+
+
+def test_a_landing_backfill_of_many_hours_is_one_landing(own_feed, spark):
+    """History already in the topic: a single-run backfill of every hour of three days lands it once (the job log
+    holds one landing, labelled by its hours), marks every hour done, and the ODS range merges from it."""
+    from sharp_dagster.demo.replay import replay_day
+    from sharp_dagster.logdriven import job_log
+    from sharp_dagster.settings import Settings
+
+    feed, jl = own_feed, job_log()
+    for day in DAYS:
+        replay_day(
+            Settings.from_env().sample_dir,
+            day,
+            feed.bootstrap,
+            feed.topic,
+            feed.source.source_id,
+            feed.source.lateness_minutes,
+        )
+    landing = AssetKey(["original_binlog", feed.database])
+    assert range_run(feed, [landing], f"{DAYS[0]}-00:00", f"{DAYS[-1]}-23:00").success
+    runs = jl.recent(f"original_binlog/{feed.database}", limit=10)
+    assert [(r.partition_key, r.status) for r in runs] == [(f"{DAYS[0]}-00:00..{DAYS[-1]}-23:00", "SUCCESS")]
+    assert range_run(feed, ODS, DAYS[0], DAYS[-1]).success
+    spark.catalog.refreshTable("ods.orders")
+    assert {r.dt for r in spark.sql("SELECT DISTINCT dt FROM ods.orders").collect()} >= set(DAYS)
+
+
+def test_an_ods_range_that_fails_a_strong_rule_publishes_neither_table_past_the_bad_day(own_feed, spark):
+    """The state staged beside the target is dropped with the batch: run one period at a time, day 1 is published
+    (state and rows), day 2 is FAILURE naming its rule, and neither table holds day 2 or 3; no branch is left."""
+    from sharp_dagster.logdriven import job_log
+    from sharp_dagster.spark.tables import TableRef
+
+    feed, jl = own_feed, job_log()
+    when = "2024-01-02 12:00:00"
+    bad = change(
+        "orders", "c", 10**6, when, order_id=900001, user_id=1, order_time=when, total_amount=1.0,
+        updated_at=when, order_status="lost_in_the_mail",
+    )  # fmt: skip
+    for day in DAYS:
+        feed.land(day, extra=[bad] if day == DAYS[1] else None)
+    result = range_run(feed, [AssetKey(["ods", "orders"])], DAYS[0], DAYS[-1])
+    assert not result.success
+    assert sorted((r.partition_key, r.attempt, r.status) for r in jl.recent("ods/orders", limit=100)) == [
+        (DAYS[0], 1, "SUCCESS"),
+        (DAYS[1], 1, "FAILURE"),
+    ]
+    said = [e.message for e in feed.instance.all_logs(result.run_id) if "as one batch" in (e.message or "")]
+    assert said and "strong rule(s) failed: status_known" in said[0], said
+    for table in ("ods.orders", "ods_state.orders"):
+        spark.catalog.refreshTable(table)
+        days = {r.dt for r in spark.sql(f"SELECT DISTINCT dt FROM {table}").collect()}
+        assert DAYS[0] in days and not days & set(DAYS[1:]), (table, days)
+        assert ods_snapshots(spark, table)[-1] == DAYS[0], f"{table}: only day 1, published alone"
+    store = feed.defs.resources["spark"].store()
+    for ref in (TableRef("ods", "orders", ("dt",)), TableRef("ods_state", "orders", ("dt",))):
+        assert store.staged_branches(ref) == {}, f"{ref.qualified}: no staging branch left"
