@@ -121,9 +121,8 @@ class PartitionRun:
         self.lineage_run_id = openlineage.new_run_id()  # the OpenLineage run id of this attempt
         self.period: tuple[datetime, datetime] | None = None
         self.output_fields: list[tuple[str, str]] | None = None
-        self.batch: Any = (
-            None  # the range batch this period belongs to (`lifecycle_range.RangeBatch`), if any
-        )
+        # The range batch this period belongs to (`lifecycle_range.RangeBatch`), if any.
+        self.batch: Any = None
         self._beat = Heartbeat(jl, handle, heartbeat_interval_s()).start()
 
     # ------------------------------------------------------------------ check, claim, gate
