@@ -482,39 +482,60 @@ def materialize_partitions(
                 continue
         for key in chunk:
             try:
-                app_id = spark_resource.session().sparkContext.applicationId
-                run = PartitionRun.begin(context, log_asset, key, tables, application_id=app_id)
-                try:
-                    df = compute(key, run)
-                    schema = df.schema
-                    staged = run.stage(target, partition_values(key, grain), df)
-                    results = quality.evaluate(run, tables, staged, rules, grain, grains) if rules else []
-                except BaseException as exc:
-                    run.fail(exc)
-                    raise as_failure(exc, f"{log_asset.job_name} [{key}]") from None
-                yield from _strong_gate(context, run, results, report_passed=single)
-                try:
-                    run.publish()
-                except BaseException as exc:
-                    run.fail(exc)
-                    raise as_failure(exc, f"{log_asset.job_name} [{key}]") from None
-                yield from weak_report(context, run, results, report=single)
-                last_results = results
-                done.append((key, staged.row_count))
-                context.log.info(f"{log_asset.job_name} [{key}]: {staged.row_count} rows published")
+                rows, last_results, schema = yield from _one_period(
+                    context, target, grain, log_asset, compute, rules, grains, tables, key, single
+                )
             except BaseException:
-                if not single:
-                    for done_key, rows in done:
+                if not single:  # what this run published before the failure
+                    for done_key, done_rows in done:
                         yield AssetMaterialization(
                             asset_key=context.asset_key,
                             partition=done_key,
-                            metadata={"dagster/row_count": rows, "dagster/partition_row_count": rows},
+                            metadata={
+                                "dagster/row_count": done_rows,
+                                "dagster/partition_row_count": done_rows,
+                            },
                         )
                 raise
+            done.append((key, rows))
     if not single:  # one result per check for the run (the last partition's); all are in dqc_result
         for result in last_results:
             yield quality.check_result(context.asset_key, result)
     yield MaterializeResult(metadata=_metadata(target, tables, done, schema, last_results, single))
+
+
+def _one_period(
+    context,
+    target: TableRef,
+    grain: str,
+    log_asset: LogDrivenAsset,
+    compute: Compute,
+    rules: list,
+    grains: dict[str, str],
+    tables: IcebergTables,
+    key: str,
+    single: bool,
+) -> Iterator[Any]:
+    """One period through the whole lifecycle, on its own; yields its Dagster events and returns `(rows published,
+    rule results, schema)`. Any failure records FAILURE and is raised as a scrubbed `Failure`."""
+    app_id = context.resources.spark.session().sparkContext.applicationId
+    run = PartitionRun.begin(context, log_asset, key, tables, application_id=app_id)
+    try:
+        df = compute(key, run)
+        staged = run.stage(target, partition_values(key, grain), df)
+        results = quality.evaluate(run, tables, staged, rules, grain, grains) if rules else []
+    except BaseException as exc:
+        run.fail(exc)
+        raise as_failure(exc, f"{log_asset.job_name} [{key}]") from None
+    yield from _strong_gate(context, run, results, report_passed=single)
+    try:
+        run.publish()
+    except BaseException as exc:
+        run.fail(exc)
+        raise as_failure(exc, f"{log_asset.job_name} [{key}]") from None
+    yield from weak_report(context, run, results, report=single)
+    context.log.info(f"{log_asset.job_name} [{key}]: {staged.row_count} rows published")
+    return staged.row_count, results, df.schema
 
 
 def _metadata(target: TableRef, tables: IcebergTables, done, schema, results, single: bool) -> dict[str, Any]:

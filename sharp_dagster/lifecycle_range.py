@@ -76,6 +76,9 @@ class RangeBatch:
     def tables(self) -> list[tuple[TableRef, list[tuple[PartitionRun, dict[str, str], DataFrame, str]]]]:
         return list(self._parts.items())
 
+    def refs(self) -> list[TableRef]:
+        return list(self._parts)
+
 
 def materialize_range(
     context: Any,
@@ -113,10 +116,10 @@ def materialize_range(
         failpoint("after_audit", quiet=runs[-1]._beat.between_beats())
         _publish(runs, [*beside, (staged, runs)], tables)
     except Exception as exc:  # nothing is published: withdraw, and let the caller run the periods one by one
-        _abandon(context, log_asset, runs, [target, *(ref for ref, _ in batch.tables())], branch, tables, exc)
+        _abandon(context, log_asset, runs, [target, *batch.refs()], branch, tables, exc)
         return None
     except BaseException as exc:  # an interrupt: every claimed period ends FAILURE, as a single run's would
-        for ref in [target, *(ref for ref, _ in batch.tables())]:
+        for ref in [target, *batch.refs()]:
             _discard(tables, ref, branch)
         for run in runs:
             run.fail(exc)

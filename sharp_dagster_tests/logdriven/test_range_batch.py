@@ -39,12 +39,12 @@ def attempts(jl):
     return sorted((r.partition_key, r.attempt, r.status) for r in jl.recent(NAME, limit=100))
 
 
-def published_snapshots(spark):
+def published_snapshots(spark, table="dwd.order_detail"):
     """Snapshots of main's history that a run published (they carry its token), oldest first."""
-    spark.catalog.refreshTable("dwd.order_detail")
+    spark.catalog.refreshTable(table)
     rows = spark.sql(
-        "SELECT h.snapshot_id, s.summary FROM dwd.order_detail.history h "
-        "JOIN dwd.order_detail.snapshots s ON s.snapshot_id = h.snapshot_id "
+        f"SELECT h.snapshot_id, s.summary FROM {table}.history h "
+        f"JOIN {table}.snapshots s ON s.snapshot_id = h.snapshot_id "
         "WHERE h.is_current_ancestor ORDER BY h.made_current_at"
     ).collect()
     return [r.summary for r in rows if "sharp.token" in r.summary]
@@ -173,13 +173,8 @@ def test_a_day_without_rows_replaces_its_partition_with_nothing(own_feed, spark)
 
 
 def ods_snapshots(spark, table):
-    """Partitions (the `sharp.partition` of each commit a run published), oldest first."""
-    spark.catalog.refreshTable(table)
-    rows = spark.sql(
-        f"SELECT s.summary FROM {table}.history h JOIN {table}.snapshots s ON s.snapshot_id = h.snapshot_id "
-        "WHERE h.is_current_ancestor ORDER BY h.made_current_at"
-    ).collect()
-    return [r.summary.get("sharp.partition") for r in rows if "sharp.token" in r.summary]
+    """The partitions (`sharp.partition`) of the commits a run published, oldest first."""
+    return [summary.get("sharp.partition") for summary in published_snapshots(spark, table)]
 
 
 def table_rows(spark, table):
