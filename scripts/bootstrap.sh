@@ -13,6 +13,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 pkgs=()
 command -v java >/dev/null 2>&1 || pkgs+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
+command -v javac >/dev/null 2>&1 || pkgs+=(openjdk-17-jdk-headless)
 if [ "$mode" = test ] || [ "$mode" = bench ]; then
   command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || pkgs+=(chromium)
   command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || pkgs+=(mariadb-server)
@@ -50,4 +51,18 @@ case "$mode" in
   *) extras="" ;;
 esac
 .venv/bin/python -m pip install -q -e ".${extras}"
+
+# Hadoop's local file system, permissions set without a `chmod` process per file (jvm/localfs): compiled against
+# the Hadoop API jar PySpark ships, into jvm/lib/localfs/; rebuilt only when the source or that jar changes.
+localfs_src=jvm/localfs/src/io/sharpdagster/hadoop/PosixLocalFileSystem.java
+hadoop_api=$(.venv/bin/python -c 'import glob, os, pyspark; print(sorted(glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "hadoop-client-api-*.jar")))[-1])')
+localfs_stamp=$( (cat "$localfs_src"; echo "$hadoop_api") | sha256sum | cut -d' ' -f1)
+if [ "$(cat jvm/lib/localfs/.stamp 2>/dev/null)" != "$localfs_stamp" ]; then
+  echo "compiling jvm/localfs"
+  rm -rf jvm/lib/localfs && mkdir -p jvm/lib/localfs/classes
+  javac -nowarn --release 17 -d jvm/lib/localfs/classes -cp "$hadoop_api" "$localfs_src"
+  jar cf jvm/lib/localfs/sharp-localfs.jar -C jvm/lib/localfs/classes .
+  rm -rf jvm/lib/localfs/classes
+  echo "$localfs_stamp" > jvm/lib/localfs/.stamp
+fi
 mkdir -p data artifacts

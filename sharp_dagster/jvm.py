@@ -6,6 +6,9 @@ The packages are pinned in `jvm/pom.xml` (one place) and copied by `scripts/boot
 - `spark`: jars every Spark session gets through `spark.jars` (Spark's Kafka source), local and cluster alike;
 - `kafka`: the classpath of the Apache Kafka broker that the demo and the tests start.
 
+Beside them, `jvm/lib/localfs/` holds the one class of our own (`jvm/localfs/`, compiled by the bootstrap against
+the Hadoop API jar PySpark ships): Hadoop's local file system without a `chmod` process per file it creates.
+
 Nothing here imports Spark or Dagster.
 """
 
@@ -43,3 +46,12 @@ def jars(module: str) -> list[Path]:
 def classpath(module: str) -> str:
     """A Java classpath of one module's jars."""
     return os.pathsep.join(str(j) for j in jars(module))
+
+
+LOCAL_FS_CLASS = "io.sharpdagster.hadoop.PosixLocalFileSystem"
+
+
+def local_fs_jar() -> Path | None:
+    """The jar of `LOCAL_FS_CLASS`, or None when the bootstrap has not compiled it (Hadoop's own is used then)."""
+    jar = lib_dir() / "localfs" / "sharp-localfs.jar"
+    return jar if jar.is_file() else None

@@ -47,6 +47,8 @@ from sharp_dagster.warehouse.cdc_layout import START, OdsTable, bootstrap_day, l
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from sharp_dagster.cdc.merge import DayEvents
+
 KAFKA_ENV = "SHARP_KAFKA_BOOTSTRAP"
 log = logging.getLogger("sharp_dagster.cdc_assets")
 
@@ -294,10 +296,10 @@ def build_ods_merge_asset(
                     raise Failure(
                         description=f"{job_name} [{key}]: the raw binlog table {raw.qualified} is empty"
                     )
-                changes, rows = day_changes(store, raw, t, key)
+                changes, rows, events = day_changes(store, raw, t, key)
                 rec.source_count = run.source_count = rows
             with run.step("transform", source_type="spark") as rec:
-                state = merge_day(base, changes, t.key_columns(), shard_column=t.shard_column)
+                state = merge_day(base, changes, t.key_columns(), shard_column=t.shard_column, events=events)
             # The state (with tombstones) is staged beside the table and published with it, after the rules.
             return published(run.stage_beside(state_ref(t.name), {"dt": key}, state, step_id="state"))
 
@@ -310,21 +312,25 @@ def build_ods_merge_asset(
     return _merge
 
 
-def day_changes(store, raw: TableRef, t: OdsTable, day: str) -> tuple[DataFrame, int]:
-    """The day's changes of `t`, checkpointed, and how many: the landing's typed images (the merge parses no JSON)
-    when they hold every change of the day the raw binlog table holds, each value of its type; else the raw binlog
-    rows (typed by the merge, by the state's columns)."""
+def day_changes(store, raw: TableRef, t: OdsTable, day: str) -> tuple[DataFrame, int, DayEvents]:
+    """The day's changes of `t`, checkpointed, how many, and its table-level events (truncates, DDL; counted and
+    collected in one scan): the landing's typed images (the merge parses no JSON) when they hold every change of
+    the day the raw binlog table holds, each value of its type; else the raw binlog rows (typed by the merge, by
+    the state's columns)."""
     from sharp_dagster.cdc.image_tables import read_typed_images
+    from sharp_dagster.cdc.merge import TABLE_EVENTS_AGGREGATE, day_events
 
     spark = store.spark
     raw_rows = spark.table(store.name(raw)).where(f"table_name = '{t.name}' AND dt = '{day}'")
     typed = read_typed_images(store, t.database, t.name, day)
     if typed is not None:
         typed = typed.localCheckpoint(eager=True)
-        typed_count, misfits = typed.selectExpr("count(*)", "count_if(cast_errors IS NOT NULL)").first()
+        typed_count, misfits, events = typed.selectExpr(
+            "count(*)", "count_if(cast_errors IS NOT NULL)", TABLE_EVENTS_AGGREGATE
+        ).first()
         raw_count = raw_rows.count()
         if typed_count == raw_count and not misfits:
-            return typed, typed_count
+            return typed, typed_count, day_events(events)
         # Images the landing could not type by its images table's types (a value that does not fit) are merged
         # from their JSON, typed by the state's own columns; a value that fits those neither stops the merge.
         log.warning(
@@ -337,7 +343,8 @@ def day_changes(store, raw: TableRef, t: OdsTable, day: str) -> tuple[DataFrame,
             raw_count,
         )
     raw_rows = raw_rows.localCheckpoint(eager=True)
-    return raw_rows, raw_rows.count()
+    raw_count, events = raw_rows.selectExpr("count(*)", TABLE_EVENTS_AGGREGATE).first()
+    return raw_rows, raw_count, day_events(events)
 
 
 def state_columns(store, tables) -> dict[str, list[tuple[str, str]]]:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from sharp_dagster.cdc import images
@@ -48,6 +48,7 @@ from sharp_dagster.cdc.merge_result import DELETED_COLUMN, SEQ_COLUMN, SEQ_TYPE,
 from sharp_dagster.cdc.merge_result import finalize as _finalize
 from sharp_dagster.cdc.schema_evolution import evolve_columns, parse_added_columns
 from sharp_dagster.cdc.shards import PHYSICAL_TABLE_COLUMN
+from sharp_dagster.spark.column_cache import columns_per_jvm
 
 ROW_OPS = images.ROW_OPS
 
@@ -106,13 +107,21 @@ def published(state: DataFrame) -> DataFrame:
     return state.where(~F.col(DELETED_COLUMN)).drop(*STATE_COLUMNS)
 
 
+# The day's table-level events as one aggregate (an array of structs), for `day_events`: a caller that scans the
+# day's changes anyway (to count them) adds it to that scan instead of running `table_events`' job.
+TABLE_EVENTS_AGGREGATE = (
+    "collect_list(named_struct('op', op, 'seq', cast(binlog_seq AS decimal(38,0)), 'event_uid', event_uid, "
+    "'source_table', source_table, 'ddl_sql', ddl_sql)) FILTER (WHERE op IN ('t', 'ddl'))"
+)
+
+
 def table_events(changes: DataFrame) -> DayEvents:
     """Collect the day's truncates and DDL statements (one small Spark job over the changes)."""
-    rows = (
-        changes.where(F.col("op").isin("t", "ddl"))
-        .select("op", F.col("binlog_seq").cast(SEQ_TYPE).alias("seq"), "event_uid", "source_table", "ddl_sql")
-        .collect()
-    )
+    return day_events(changes.selectExpr(TABLE_EVENTS_AGGREGATE).first()[0])
+
+
+def day_events(rows: Sequence[Row]) -> DayEvents:
+    """The day's truncates and DDL statements from its rows of `TABLE_EVENTS_AGGREGATE`."""
     unique = {row.event_uid: row for row in rows}  # a re-delivered DDL is one statement
     truncates: dict[str | None, int] = {}
     ddl = []
@@ -139,7 +148,7 @@ def latest_changes(
     """
     plan = _plan(None, changes, key_columns, columns, shard_column, events)
     delta = _delta(changes, plan)
-    return delta.select(*_finalize(plan, base=None, delta_keys=True))
+    return delta.select(*_finalize(plan, False, True))
 
 
 def merge_day(
@@ -174,7 +183,7 @@ def merge_day(
     plan = _plan(base, changes, key_columns, columns, shard_column, events)
     delta = _delta(changes, plan)
     if base is None:
-        return delta.select(*_finalize(plan, base=None, delta_keys=True))
+        return delta.select(*_finalize(plan, False, True))
     state = _conform_base(base, plan)
     if strategy != "shuffle":
         # Materialized once: the broadcast plan reads it three times (state rows, state keys, new keys).
@@ -183,34 +192,46 @@ def merge_day(
         if strategy == "auto" and keys > broadcast_max_rows:
             strategy = "shuffle"
     if strategy == "shuffle":
-        joined = state.join(delta, _key_condition(plan, state, delta), "full_outer")
-        return joined.select(*_finalize(plan, base=state, delta_keys=None))
+        joined = state.join(delta, _key_condition(plan), "full_outer")
+        return joined.select(*_finalize(plan, True, None))
     # A plain equi-join on a single long key probes a much faster hash table than a null-safe one; it is the
     # same join when the day has no null key (state rows with a null key then match nothing either way).
     null_safe = has_null_key
-    kept = state.join(F.broadcast(delta), _key_condition(plan, state, delta, null_safe), "left")
+    kept = state.join(F.broadcast(delta), _key_condition(plan, null_safe), "left")
     state_keys = state.select(*[F.col(f"`{k}`") for k in plan.keys])
     delta_keys = delta.select(*_delta_key_names(plan))
-    matched = state_keys.join(
-        F.broadcast(delta_keys), _key_condition(plan, state_keys, delta_keys, null_safe), "left_semi"
-    )
-    new = delta.join(F.broadcast(matched), _key_condition(plan, matched, delta, null_safe), "left_anti")
-    return kept.select(*_finalize(plan, base=state, delta_keys=False)).unionByName(
-        new.select(*_finalize(plan, base=None, delta_keys=True))
-    )
+    matched = state_keys.join(F.broadcast(delta_keys), _key_condition(plan, null_safe), "left_semi")
+    new = delta.join(F.broadcast(matched), _key_condition(plan, null_safe), "left_anti")
+    return kept.select(*_finalize(plan, True, False)).unionByName(new.select(*_finalize(plan, False, True)))
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # internals
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Plan:
     columns: list[tuple[str, str]]  # the result's data columns and Spark types
     defaults: dict[str, str]  # column -> Spark SQL literal for rows that never carried it
     keys: list[str]
     shard: str | None
     truncates: dict[str | None, int]
+
+    def _identity(self) -> tuple:
+        return (
+            tuple(self.columns),
+            tuple(sorted(self.defaults.items())),
+            tuple(self.keys),
+            self.shard,
+            tuple(sorted(self.truncates.items(), key=lambda item: (item[0] is not None, item[0] or ""))),
+        )
+
+    # Plans that decide the same Columns are equal: the column builders are memoized by plan.
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Plan) and self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
 
     def type_of(self, name: str) -> str:
         return next(t for c, t in self.columns if c.lower() == name.lower())
@@ -312,7 +333,13 @@ def _day_columns(changes: DataFrame, events: DayEvents, typed: bool) -> list[tup
 
 
 def _conform_base(base: DataFrame, plan: _Plan) -> DataFrame:
-    present = {c.lower(): c for c in base.columns}
+    return base.select(*_conform_columns(plan, tuple(base.columns)))
+
+
+@columns_per_jvm
+def _conform_columns(plan: _Plan, base_columns: tuple[str, ...]) -> list[Column]:
+    """The base's columns as the plan's: cast to their types, with defaults for the columns it lacks."""
+    present = {c.lower(): c for c in base_columns}
     cols = []
     for name, typ in plan.columns:
         if name.lower() in present:
@@ -320,11 +347,9 @@ def _conform_base(base: DataFrame, plan: _Plan) -> DataFrame:
         else:
             cols.append(_default(plan, name, typ).alias(name))
     deleted = (
-        F.coalesce(F.col(DELETED_COLUMN), F.lit(False)) if DELETED_COLUMN in base.columns else F.lit(False)
+        F.coalesce(F.col(DELETED_COLUMN), F.lit(False)) if DELETED_COLUMN in base_columns else F.lit(False)
     )
-    return base.select(
-        *cols, F.col(SEQ_COLUMN).cast(SEQ_TYPE).alias(SEQ_COLUMN), deleted.alias(DELETED_COLUMN)
-    )
+    return [*cols, F.col(SEQ_COLUMN).cast(SEQ_TYPE).alias(SEQ_COLUMN), deleted.alias(DELETED_COLUMN)]
 
 
 def _default(plan: _Plan, name: str, typ: str) -> Column:
@@ -340,13 +365,29 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
     """One row per (key, event): updates that change the key also tombstone the old key.
 
     The images are typed (`images.typed_images`, as the landing writes them); raw JSON changes are typed here
-    first, by the plan's columns. A null field is either a JSON null or a column the image does not carry; only
-    when that matters (a partial update, a default) is the image's column list consulted.
+    first, by the plan's columns. The projections come from `_action_steps`, built once per plan and image shape.
     """
     if not images.is_typed(changes):
         changes = images.typed_images(changes.where(F.col("op").isin(*ROW_OPS)), plan.columns)
+    row_filter, projections = _action_steps(plan, tuple(images.image_fields(changes)))
+    frame = changes.where(row_filter)
+    for columns in projections:
+        frame = frame.select(*columns)
+    return frame
+
+
+@columns_per_jvm
+def _action_steps(
+    plan: _Plan, image_fields: tuple[tuple[str, str], ...]
+) -> tuple[Column, tuple[list[Column | str], ...]]:
+    """The row filter and the projections of `_actions`, in order.
+
+    A null field is either a JSON null or a column the image does not carry; only when that matters (a partial
+    update, a default) is the image's column list consulted. Each step stays a small projection, so that the
+    generated code of a stage stays under the JVM's size limit for JIT compilation (8000 bytes).
+    """
     op = F.col("op")
-    fields = {name.lower(): name for name, _ in images.image_fields(changes)}
+    fields = {name.lower(): name for name, _ in image_fields}
 
     def image_value(image: str, name: str) -> Column:
         field = fields.get(name.lower())
@@ -366,7 +407,7 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
         F.array_join("cast_errors", ", "),
         F.lit(" (its JSON is in the raw binlog table)"),
     )
-    parsed = changes.where(op.isin(*ROW_OPS)).select(
+    parsed: list[Column | str] = [
         op,
         # A value the landing could not type stops the merge here, naming the event, instead of becoming null.
         F.when(F.col("cast_errors").isNotNull(), F.raise_error(refused).cast(SEQ_TYPE))
@@ -387,7 +428,7 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
         "before",
         "after_cols",
         "before_cols",
-    )
+    ]
 
     new_key, old_key = [], []
     for name in plan.keys:
@@ -400,20 +441,15 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
         after_v, before_v = image_value("after", name), image_value("before", name)
         new_key.append(F.coalesce(after_v, before_v).cast(typ))
         old_key.append(F.coalesce(before_v, after_v).cast(typ))
-    fields_of_event = parsed.select(
-        "op",
-        "seq",
-        "hi",
-        "lo",
-        "uid",
-        "src",
-        "before",
-        "before_cols",
+    event_names = ["op", "seq", "hi", "lo", "uid", "src", "before", "before_cols"]
+    key_names = [f"nk{i}" for i in range(len(plan.keys))] + [f"ok{i}" for i in range(len(plan.keys))]
+    fields_of_event: list[Column | str] = [
+        *event_names,
         "after_cols",
         *[image_value("after", name).alias(f"a{j}") for j, name in enumerate(value_names)],
         *[k.alias(f"nk{i}") for i, k in enumerate(new_key)],
         *[k.alias(f"ok{i}") for i, k in enumerate(old_key)],
-    )
+    ]
     same_key = F.lit(True)
     for i in range(len(plan.keys)):
         same_key = same_key & F.col(f"nk{i}").eqNullSafe(F.col(f"ok{i}"))
@@ -424,11 +460,13 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
     # Which columns the after image carries: consulted only when a field is null and presence matters.
     listing_needed = (op == "u") | (op.isin("c", "r") & F.lit(bool(plan.defaults)))
     after_keys = F.when(listing_needed & any_null, F.col("after_cols"))
-    staged = fields_of_event.select(
-        *[c for c in fields_of_event.columns if c != "after_cols"],
+    staged: list[Column | str] = [
+        *event_names,
+        *[f"a{j}" for j in range(len(value_names))],
+        *key_names,
         key_changed.alias("kc"),
         after_keys.alias("after_keys"),
-    )
+    ]
 
     def carried_after(j: int, name: str) -> Column:
         return F.col(f"a{j}").isNotNull() | F.coalesce(F.array_contains("after_keys", name), F.lit(False))
@@ -455,7 +493,7 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
             .when(kc, before_value(name, typ))
         )
         main += [value.alias(f"v{j}"), ((op == "u") & ~kc & carried).alias(f"p{j}")]
-    values = staged.select(
+    values: list[Column | str] = [
         *tomb_keys,
         "seq",
         "hi",
@@ -466,14 +504,14 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
         (op == "d").alias("del"),
         kc,
         *main,
-    )
-    # A key-changing update also tombstones its old key: a second row. Each step stays a small projection, so
-    # that the generated code of a stage stays under the JVM's size limit for JIT compilation (8000 bytes).
-    copies = values.select(
-        "*", F.explode(F.when(kc, F.array(F.lit(0), F.lit(1))).otherwise(F.array(F.lit(0)))).alias("copy")
-    )
+    ]
+    # A key-changing update also tombstones its old key: a second row.
+    copies: list[Column | str] = [
+        "*",
+        F.explode(F.when(kc, F.array(F.lit(0), F.lit(1))).otherwise(F.array(F.lit(0)))).alias("copy"),
+    ]
     tomb = F.col("copy") == 1
-    return copies.select(
+    actions: list[Column | str] = [
         *[
             F.when(tomb, F.col(f"ok{i}")).otherwise(F.col(f"k{i}")).alias(f"__k{i}")
             for i in range(len(plan.keys))
@@ -493,7 +531,8 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
                 (tomb | F.col("reset") | F.col(f"p{j}")).alias(f"w{j}"),
             )
         ],
-    )
+    ]
+    return op.isin(*ROW_OPS), (parsed, fields_of_event, staged, values, copies, actions)
 
 
 def _delta(changes: DataFrame, plan: _Plan) -> DataFrame:
@@ -504,7 +543,12 @@ def _delta(changes: DataFrame, plan: _Plan) -> DataFrame:
     the partial and the final (sort-based: the buffers hold strings) aggregation.
     """
     keys = _delta_key_names(plan)
-    actions = _actions(changes, plan).repartition(*keys)
+    return _actions(changes, plan).repartition(*keys).groupBy(*keys).agg(*_fold_columns(plan))
+
+
+@columns_per_jvm
+def _fold_columns(plan: _Plan) -> list[Column]:
+    """The aggregates of `_delta`: the key's latest event, and each column's latest setter (value, position)."""
     order = F.struct("hi", "lo", "uid")
     last = [F.col("seq").alias("seq"), F.col("del").alias("del")]
     if plan.shard and not plan.shard_in_key:
@@ -513,14 +557,16 @@ def _delta(changes: DataFrame, plan: _Plan) -> DataFrame:
     for j in range(len(plan.values)):
         setter = F.struct(F.col(f"v{j}").alias("v"), F.col("seq").alias("s"))
         aggs.append(F.max_by(setter, F.when(F.col(f"w{j}"), order)).alias(f"__c{j}"))
-    return actions.groupBy(*keys).agg(*aggs)
+    return aggs
 
 
-def _key_condition(plan: _Plan, left: DataFrame, delta: DataFrame, null_safe: bool = True) -> Column:
+@columns_per_jvm
+def _key_condition(plan: _Plan, null_safe: bool = True) -> Column:
+    """The join of a state-side frame (its key columns by name) with a delta-side one (`__k0`, `__k1`, ...)."""
     condition = None
     for i, name in enumerate(plan.keys):
         # Null-safe by default: a business key may hold nulls, and a null key must still find its state row.
-        left_col, delta_col = left[f"`{name}`"], delta[f"__k{i}"]
+        left_col, delta_col = F.col(f"`{name}`"), F.col(f"__k{i}")
         term = left_col.eqNullSafe(delta_col) if null_safe else left_col == delta_col
         condition = term if condition is None else condition & term
     return condition
@@ -528,9 +574,14 @@ def _key_condition(plan: _Plan, left: DataFrame, delta: DataFrame, null_safe: bo
 
 def _delta_stats(delta: DataFrame, plan: _Plan) -> tuple[int, bool]:
     """The number of keys in the delta and whether one of them holds a null."""
+    row = delta.agg(*_stats_columns(plan)).first()
+    return int(row["n"]), bool(row["null_key"])
+
+
+@columns_per_jvm
+def _stats_columns(plan: _Plan) -> list[Column]:
     any_null = None
     for name in _delta_key_names(plan):
         term = F.col(name).isNull()
         any_null = term if any_null is None else any_null | term
-    row = delta.agg(F.count(F.lit(1)).alias("n"), F.max(any_null).alias("null_key")).first()
-    return int(row["n"]), bool(row["null_key"])
+    return [F.count(F.lit(1)).alias("n"), F.max(any_null).alias("null_key")]

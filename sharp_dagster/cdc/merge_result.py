@@ -10,8 +10,10 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
+
+from sharp_dagster.spark.column_cache import columns_per_jvm
 
 if TYPE_CHECKING:
     from sharp_dagster.cdc.merge import _Plan
@@ -22,8 +24,10 @@ SEQ_TYPE = "decimal(38,0)"
 STATE_COLUMNS = (SEQ_COLUMN, DELETED_COLUMN)
 
 
-def finalize(plan: _Plan, base: DataFrame | None, delta_keys: bool | None) -> list[Column]:
-    """The result row from the state row (absent: None, or all nulls after an outer join) and the key's delta.
+@columns_per_jvm
+def finalize(plan: _Plan, has_base: bool, delta_keys: bool | None) -> list[Column]:
+    """The result row from the state row (absent: `has_base` False, or all nulls after an outer join) and the key's
+    delta. The state's columns are named by the plan's columns; the delta's (`__k*`, `__last`, `__c*`) differ.
 
     Replaying the day's events newer than the state in order gives: each column the value of its latest setter
     newer than the state (or than a truncate that covers the row), else null if such a truncate cleared the row,
@@ -32,9 +36,9 @@ def finalize(plan: _Plan, base: DataFrame | None, delta_keys: bool | None) -> li
     """
 
     def base_col(name: str) -> Column:
-        if base is None:
+        if not has_base:
             return F.lit(None)
-        return base[f"`{name}`"]
+        return F.col(f"`{name}`")
 
     base_seq = base_col(SEQ_COLUMN).cast(SEQ_TYPE)
     base_deleted = base_col(DELETED_COLUMN).cast("boolean")

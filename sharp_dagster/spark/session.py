@@ -70,6 +70,8 @@ def build_spark_session(
     jars = _extra_jars(uses_packages="spark.jars.packages" in {**settings.spark_conf, **conf})
     if jars:
         merged["spark.jars"] = ",".join(jars)
+    user_conf = {**settings.spark_conf, **conf}
+    merged.update(_local_fs_conf(user_conf))
     if SparkContext._active_spark_context is None:
         # Only when the session is created: getOrCreate() would write these into a running session's conf, where
         # Spark keeps the catalog it already loaded, so `use_warehouse` would take it for another warehouse's.
@@ -82,6 +84,30 @@ def build_spark_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(level if level != "OFF" else "ERROR")
     return spark
+
+
+def _local_fs_conf(user_conf: dict[str, str]) -> dict[str, str]:
+    """Hadoop's local file system without a `chmod` process per file (`jvm.LOCAL_FS_CLASS`), where it can load.
+
+    Its jar goes on the driver's and the executors' class path (on a cluster, workers need it at the same path).
+    Nothing when the jar was not compiled, when the user sets `fs.file.impl` or a class path of their own, or
+    when this process's JVM was launched without it: Hadoop's own local file system is used then.
+    """
+    jar = jvm.local_fs_jar()
+    mine = {"spark.hadoop.fs.file.impl", "spark.driver.extraClassPath", "spark.executor.extraClassPath"}
+    if jar is None or mine & user_conf.keys():
+        return {}
+    gateway = SparkContext._gateway
+    if gateway is not None:  # the JVM is up: its class path is fixed
+        try:
+            gateway.jvm.java.lang.Class.forName(jvm.LOCAL_FS_CLASS)
+        except Exception:  # noqa: BLE001 - launched without the jar
+            return {}
+    return {
+        "spark.driver.extraClassPath": str(jar),
+        "spark.executor.extraClassPath": str(jar),
+        "spark.hadoop.fs.file.impl": jvm.LOCAL_FS_CLASS,
+    }
 
 
 def _extra_jars(uses_packages: bool = False) -> list[str]:

@@ -96,6 +96,7 @@ def test_the_merge_reads_the_raw_rows_when_the_images_are_incomplete_or_do_not_f
 
     from sharp_dagster.assets.cdc_assets import day_changes
     from sharp_dagster.cdc.landing import raw_table_ref
+    from sharp_dagster.cdc.merge import table_events
 
     orders, raw = SimpleNamespace(name="orders", database="shop"), raw_table_ref("shop")
     hour10 = landed(spark, [change("c", 10, after={"id": 1, "amount": "1.25", "note": "a"})])
@@ -109,10 +110,11 @@ def test_the_merge_reads_the_raw_rows_when_the_images_are_incomplete_or_do_not_f
     write_typed_images(table_store, "shop", hour11, ["orders"], KNOWN)
     typed = read_typed_images(table_store, "shop", "orders", "2024-01-01").where("after.id = 2").first()
     assert typed.cast_errors == ["amount"]
-    changes, rows = day_changes(table_store, raw, orders, "2024-01-01")
+    changes, rows, events = day_changes(table_store, raw, orders, "2024-01-01")
     assert (
         "after_json" in changes.columns and changes.count() == rows == 2
     )  # the JSON, typed by the state's columns
+    assert events == table_events(changes)  # collected in the counting scan
 
     # Raw rows the images lack (a landing that wrote its raw rows, then died): the raw rows again.
     hour12 = landed(spark, [change("c", 30, after={"id": 3, "amount": "3", "note": "c"})], hour="12")

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from sharp_dagster import jvm
 from sharp_dagster.demo.generator import GeneratorConfig, generate, read_changes
 from sharp_dagster.servers.spark_cluster import SparkStandaloneCluster
 from sharp_dagster.settings import REPO_ROOT
@@ -222,6 +223,16 @@ def _expected_dwd(source: dict[str, dict[Any, dict]], day: str) -> list[tuple]:
     return sorted(rows)
 
 
+def _spark_properties(event_log: Path) -> dict[str, str]:
+    """The application's Spark properties, from its event log's environment update."""
+    (path,) = [p for p in event_log.iterdir() if p.is_file() and not p.name.endswith(".inprogress")]
+    for line in path.read_text().splitlines():
+        if '"SparkListenerEnvironmentUpdate"' in line:
+            props = json.loads(line)["Spark Properties"]
+            return dict(props.items() if isinstance(props, dict) else props)
+    return {}
+
+
 def _tasks_by_work(event_log: Path) -> tuple[set[str], dict[str, Counter]]:
     """From a Spark event log: the executors the application was given, and for each SQL execution's physical
     plan the executors that ran its tasks (executor id -> tasks)."""
@@ -290,6 +301,8 @@ def test_asset_chain_on_standalone_cluster_matches_local_mode(tmp_path: Path) ->
     # and parse, the ODS merge's writes and the DWD build among them.
     executors, by_plan = _tasks_by_work(events)
     assert executors and "driver" not in executors, executors
+    # They wrote through the project's local file system (jvm/localfs): its jar is on their class path too.
+    assert _spark_properties(events).get("spark.hadoop.fs.file.impl") == jvm.LOCAL_FS_CLASS
     ran = sum(by_plan.values(), Counter())
     assert ran and set(ran) <= executors, f"tasks ran outside the cluster's executors {executors}: {ran}"
     summary = {plan.splitlines()[0][:120] if plan else "(no SQL)": dict(c) for plan, c in by_plan.items()}
