@@ -36,6 +36,7 @@ BENCHMARKS = {
     "explorer": "bench_explorer.py",
     "landing": "bench_landing.py",
     "publish": "bench_publish.py",
+    "local_fs": "bench_local_fs.py",
     "pipeline": "bench_pipeline.py",
 }
 
@@ -241,6 +242,16 @@ def headline(name: str, r: dict) -> tuple[str, str, str, str]:
             "; ".join(parts),
             "re-measured (issue 14)",
             "-",
+        )
+    if name == "local_fs":
+        o, h = r["ours"], r["hadoop"]
+        return (
+            f"one append of {r['rows']:,} rows over {r['partitions']:,} partitions (a month's hourly landing), "
+            "Hadoop's local file system vs ours (jvm/localfs)",
+            f"ours {_fmt(o['median_s'])} s ({o['files_per_s']} files/s) vs Hadoop's {_fmt(h['median_s'])} s "
+            f"({h['files_per_s']} files/s): {r['speedup_ours_over_hadoop']}x, {r['rounds']} rounds alternating",
+            "faster than Hadoop's",
+            "yes" if r["speedup_ours_over_hadoop"] > 1 else "no",
         )
     if name.startswith(
         "pipeline"
