@@ -247,12 +247,15 @@ class PartitionRun:
             rec.info(f"staged {staged.row_count} rows for {ref.qualified} {values} on {staged.branch}")
         return staged
 
-    def stage_beside(self, ref: TableRef, values: dict[str, str], df: DataFrame, step_id: str) -> DataFrame:
+    def stage_beside(
+        self, ref: TableRef, values: dict[str, str], df: DataFrame, step_id: str, checkpointed: bool = False
+    ) -> DataFrame:
         """A second table's partition (an ODS merge's state) staged beside the target and published with it;
         returns its rows as staged, without the partition columns. In a range batch the rows are kept
-        (checkpointed) and written with the batch's other periods in one write (`RangeBatch`)."""
+        (checkpointed, unless `checkpointed` says `df` reads a checkpoint already) and written with the batch's
+        other periods in one write (`RangeBatch`)."""
         if self.batch is not None:
-            return self.batch.add(self, ref, values, df, step_id)
+            return self.batch.add(self, ref, values, df, step_id, checkpointed)
         staged = self.stage(ref, values, df, step_id=step_id)
         return self.tables.read_staged(staged).drop(*ref.partition_cols)
 

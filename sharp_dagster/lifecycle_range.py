@@ -61,13 +61,31 @@ class RangeBatch:
     anything is written (the next day's merge starts from this day's state); all of one table are then staged in
     one write on the batch's branch of that table and published with the target, under the same fence."""
 
-    def __init__(self) -> None:
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = list(keys)  # the batch's periods, oldest first
         self._parts: dict[TableRef, list[tuple[PartitionRun, dict[str, str], DataFrame, str]]] = {}
+        self._shared: dict[Any, Any] = {}
 
-    def add(self, run: PartitionRun, ref: TableRef, values: dict[str, str], df: DataFrame, step_id: str):
-        rows = df.localCheckpoint(eager=True)
+    def add(
+        self,
+        run: PartitionRun,
+        ref: TableRef,
+        values: dict[str, str],
+        df: DataFrame,
+        step_id: str,
+        checkpointed: bool = False,
+    ):
+        """Keep `df` as the period's partition of `ref`; checkpointed here unless it reads a checkpoint already."""
+        rows = df if checkpointed else df.localCheckpoint(eager=True)
         self._parts.setdefault(ref, []).append((run, dict(values), rows, step_id))
         return rows
+
+    def shared(self, name: Any, build):
+        """What the batch's periods compute once for all of them (an ODS merge's range of states): `build()` at
+        the first period that asks, its result for every later one."""
+        if name not in self._shared:
+            self._shared[name] = build()
+        return self._shared[name]
 
     def rows(self, ref: TableRef, values: dict[str, str]) -> DataFrame | None:
         wanted = dict(values)
@@ -96,7 +114,7 @@ def materialize_range(
     app_id = context.resources.spark.session().sparkContext.applicationId
     runs: list[PartitionRun] = []
     branch: str | None = None
-    batch = RangeBatch()
+    batch = RangeBatch(keys)
     try:
         frames = []
         held: dict[str, str] = {}

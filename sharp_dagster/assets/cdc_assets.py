@@ -36,6 +36,7 @@ from dagster import (
 )
 
 from sharp_dagster.assets import quality
+from sharp_dagster.assets.ods_range import merged_range, raw_counts_by_day
 from sharp_dagster.joblog.planner import LogDrivenAsset
 from sharp_dagster.lifecycle import claimed_range, materialize_partitions
 from sharp_dagster.logdriven import job_log_or_fail
@@ -265,8 +266,8 @@ def build_ods_merge_asset(
 
         def compute(key: str, run):
             from sharp_dagster.cdc.done_markers import day_complete, hours_done
-            from sharp_dagster.cdc.landing import raw_table_ref
             from sharp_dagster.cdc.merge import merge_day, published
+            from sharp_dagster.cdc.merge_range import state_on
 
             spark, store = spark_resource.session(), run.tables
             with run.step("checkdone", source_type="done_markers") as rec:
@@ -278,30 +279,54 @@ def build_ods_merge_asset(
                     )
                 rec.source_count = 24
             with run.step("read", source_type="iceberg") as rec:
-                previous = (date.fromisoformat(key) - timedelta(days=1)).isoformat()
-                # In a range batch the previous day's state may be this run's, not published yet.
-                base = run.staged_beside(state_ref(t.name), {"dt": previous})
-                if base is None:
-                    try:
-                        base = store.read_partitions(
-                            state_ref(t.name), [{"dt": previous}], needed_by=f"{job_name}[{key}]"
-                        ).drop("dt")
-                    except MissingPartitionError as exc:
-                        hint = " (the bootstrap snapshot)" if previous == bootstrap_day() else ""
-                        raise Failure(
-                            description=f"{job_name} [{key}]: no state of {previous}{hint}: {exc}"
-                        ) from exc
-                raw = raw_table_ref(t.database)
-                if not store.exists(raw):
-                    raise Failure(
-                        description=f"{job_name} [{key}]: the raw binlog table {raw.qualified} is empty"
+                # A batch's days are read and merged in one plan at its first day when they can be (`ods_range`).
+                ranged = merged_range(run, t, state_ref(t.name))
+                if ranged is not None:
+                    versions, counts = ranged
+                    rec.source_count = run.source_count = counts[key]
+                    if key == run.batch.keys[0]:
+                        rec.info(f"merged the {len(counts)} days {key}..{run.batch.keys[-1]} in one plan")
+                else:
+                    base, changes, events = read_day(run, store, key)
+                    rec.source_count = run.source_count
+            with run.step("transform", source_type="spark"):
+                if ranged is not None:
+                    state = state_on(versions, key)  # a filter of the batch's checkpointed versions
+                else:
+                    state = merge_day(
+                        base, changes, t.key_columns(), shard_column=t.shard_column, events=events
                     )
-                changes, rows, events = day_changes(store, raw, t, key)
-                rec.source_count = run.source_count = rows
-            with run.step("transform", source_type="spark") as rec:
-                state = merge_day(base, changes, t.key_columns(), shard_column=t.shard_column, events=events)
             # The state (with tombstones) is staged beside the table and published with it, after the rules.
-            return published(run.stage_beside(state_ref(t.name), {"dt": key}, state, step_id="state"))
+            return published(
+                run.stage_beside(
+                    state_ref(t.name), {"dt": key}, state, step_id="state", checkpointed=ranged is not None
+                )
+            )
+
+        def read_day(run, store, key: str):
+            """The previous day's state and the day's changes and events; sets the run's source count."""
+            from sharp_dagster.cdc.landing import raw_table_ref
+
+            previous = (date.fromisoformat(key) - timedelta(days=1)).isoformat()
+            # In a range batch the previous day's state may be this run's, not published yet.
+            base = run.staged_beside(state_ref(t.name), {"dt": previous})
+            if base is None:
+                try:
+                    base = store.read_partitions(
+                        state_ref(t.name), [{"dt": previous}], needed_by=f"{job_name}[{key}]"
+                    ).drop("dt")
+                except MissingPartitionError as exc:
+                    hint = " (the bootstrap snapshot)" if previous == bootstrap_day() else ""
+                    raise Failure(
+                        description=f"{job_name} [{key}]: no state of {previous}{hint}: {exc}"
+                    ) from exc
+            raw = raw_table_ref(t.database)
+            if not store.exists(raw):
+                raise Failure(
+                    description=f"{job_name} [{key}]: the raw binlog table {raw.qualified} is empty"
+                )
+            changes, run.source_count, events = day_changes(store, raw, t, key)
+            return base, changes, events
 
         # A single-run backfill of several days goes as one batch: each day's state chained in memory, the states
         # and the published rows each in one write, one audit pass, one commit per table (`lifecycle_range.py`).
@@ -328,7 +353,7 @@ def day_changes(store, raw: TableRef, t: OdsTable, day: str) -> tuple[DataFrame,
         typed_count, misfits, events = typed.selectExpr(
             "count(*)", "count_if(cast_errors IS NOT NULL)", TABLE_EVENTS_AGGREGATE
         ).first()
-        raw_count = raw_rows.count()
+        raw_count = raw_counts_by_day(store, raw, t.name, [day])[day]
         if typed_count == raw_count and not misfits:
             return typed, typed_count, day_events(events)
         # Images the landing could not type by its images table's types (a value that does not fit) are merged

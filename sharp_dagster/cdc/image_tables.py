@@ -98,12 +98,16 @@ def _current_fields(store: IcebergTables, database: str, table: str) -> list[tup
     return images.image_fields(store.spark.table(store.name(ref))) if store.exists(ref) else []
 
 
-def read_typed_images(store: IcebergTables, database: str, table: str, day: str) -> DataFrame | None:
-    """The typed changes of `table` on `day`, or None when the landing wrote no images table for it."""
+def read_typed_images(
+    store: IcebergTables, database: str, table: str, day: str | Sequence[str]
+) -> DataFrame | None:
+    """The typed changes of `table` on `day` (or on each of several days), or None when the landing wrote no
+    images table for it."""
     ref = images_table_ref(database, table)
     if not store.exists(ref):
         return None
-    return store.spark.table(store.name(ref)).where(F.col("dt") == day)
+    days = [day] if isinstance(day, str) else list(day)
+    return store.spark.table(store.name(ref)).where(F.col("dt").isin(*days))
 
 
 def _ddl_by_table(rows: DataFrame) -> dict[str, list[str]]:

@@ -364,15 +364,16 @@ def _delta_key_names(plan: _Plan) -> list[str]:
     return [f"__k{i}" for i in range(len(plan.keys))]
 
 
-def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
+def _actions(changes: DataFrame, plan: _Plan, carry: tuple[str, ...] = ()) -> DataFrame:
     """One row per (key, event): updates that change the key also tombstone the old key.
 
     The images are typed (`images.typed_images`, as the landing writes them); raw JSON changes are typed here
     first, by the plan's columns. The projections come from `_action_steps`, built once per plan and image shape.
+    `carry`: columns of `changes` kept on every action (a range merge's day).
     """
     if not images.is_typed(changes):
         changes = images.typed_images(changes.where(F.col("op").isin(*ROW_OPS)), plan.columns)
-    row_filter, projections = _action_steps(plan, tuple(images.image_fields(changes)))
+    row_filter, projections = _action_steps(plan, tuple(images.image_fields(changes)), carry)
     frame = changes.where(row_filter)
     for columns in projections:
         frame = frame.select(*columns)
@@ -381,7 +382,7 @@ def _actions(changes: DataFrame, plan: _Plan) -> DataFrame:
 
 @columns_per_jvm
 def _action_steps(
-    plan: _Plan, image_fields: tuple[tuple[str, str], ...]
+    plan: _Plan, image_fields: tuple[tuple[str, str], ...], carry: tuple[str, ...]
 ) -> tuple[Column, tuple[list[Column | str], ...]]:
     """The row filter and the projections of `_actions`, in order.
 
@@ -431,6 +432,7 @@ def _action_steps(
         "before",
         "after_cols",
         "before_cols",
+        *carry,
     ]
 
     new_key, old_key = [], []
@@ -447,6 +449,7 @@ def _action_steps(
     event_names = ["op", "seq", "hi", "lo", "uid", "src", "before", "before_cols"]
     key_names = [f"nk{i}" for i in range(len(plan.keys))] + [f"ok{i}" for i in range(len(plan.keys))]
     fields_of_event: list[Column | str] = [
+        *carry,
         *event_names,
         "after_cols",
         *[image_value("after", name).alias(f"a{j}") for j, name in enumerate(value_names)],
@@ -464,6 +467,7 @@ def _action_steps(
     listing_needed = (op == "u") | (op.isin("c", "r") & F.lit(bool(plan.defaults)))
     after_keys = F.when(listing_needed & any_null, F.col("after_cols"))
     staged: list[Column | str] = [
+        *carry,
         *event_names,
         *[f"a{j}" for j in range(len(value_names))],
         *key_names,
@@ -497,6 +501,7 @@ def _action_steps(
         )
         main += [value.alias(f"v{j}"), ((op == "u") & ~kc & carried).alias(f"p{j}")]
     values: list[Column | str] = [
+        *carry,
         *tomb_keys,
         "seq",
         "hi",
@@ -515,6 +520,7 @@ def _action_steps(
     ]
     tomb = F.col("copy") == 1
     actions: list[Column | str] = [
+        *carry,
         *[
             F.when(tomb, F.col(f"ok{i}")).otherwise(F.col(f"k{i}")).alias(f"__k{i}")
             for i in range(len(plan.keys))

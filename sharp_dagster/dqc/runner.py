@@ -171,9 +171,10 @@ class RuleRunner:
                 for v, (_, _, ctx) in zip(views, partitions, strict=True)
             ]
             grouped = self._grouped_scan(plans, range_view, list(group_by), list(group_values))
+            known = self._scalars_at_once(plans)
             out: list[list[RuleResult]] = []
             for view, (key, _, ctx), values in zip(views, partitions, group_values, strict=True):
-                results = self._run(asset_key, key, view, rules, ctx, grouped.get(tuple(values)))
+                results = self._run(asset_key, key, view, rules, ctx, grouped.get(tuple(values)), known)
                 if self.store is not None:
                     self.store.save(results)
                 out.append(results)
@@ -201,6 +202,26 @@ class RuleRunner:
         wanted = {tuple(v) for v in group_values}
         per = (time.perf_counter() - t0) * 1000 / max(1, len(wanted))
         return {k: ({a: v[a] for _, a in aggregates}, per) for k, v in found.items() if k in wanted}
+
+    def _scalars_at_once(self, plans: list) -> dict[str, Any]:
+        """{query: (its scalar or the exception it raised, its ms)} for the own queries (custom SQL, references) of every
+        partition's plan, run concurrently in `max_workers` threads: one at a time, each small query's planning
+        and job set-up on the driver is most of its cost. `_verdict` judges each from here as from its own run."""
+        texts = [q for p in plans for c in p.rules if not c.error for q in (c.query, c.reference) if q]
+        texts = list(dict.fromkeys(texts))
+        if len(texts) < 2 or self.max_workers < 2:
+            return {}
+
+        def one(text: str) -> tuple[Any, float]:
+            t0 = time.perf_counter()
+            try:
+                found = self._scalar(text)
+            except Exception as exc:  # noqa: BLE001 - judged as the rule's error, as when run alone
+                found = exc
+            return found, (time.perf_counter() - t0) * 1000
+
+        with ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="dqc") as pool:
+            return dict(zip(texts, pool.map(one, texts), strict=True))
 
     def run_many(self, work: Mapping[str, Sequence[Any]]) -> dict[str, list[RuleResult]]:
         """Run several assets' rules in parallel threads: `{asset: (view, rules, context)}`.
@@ -258,6 +279,14 @@ class RuleRunner:
             )
         return rows[0][0]
 
+    def _known_scalar(self, text: str, known: Mapping[str, Any]) -> Any:
+        if text not in known:
+            return self._scalar(text)
+        found = known[text][0]
+        if isinstance(found, Exception):
+            raise found
+        return found
+
     def _run(
         self,
         asset: str,
@@ -266,8 +295,10 @@ class RuleRunner:
         rules: list[Rule],
         ctx: RuleContext,
         scanned: tuple[dict[str, Any], float] | None = None,
+        known: Mapping[str, Any] | None = None,
     ) -> list[RuleResult]:
-        """`scanned`: the scan's values and cost when a grouped scan measured them already (`run_range`)."""
+        """`scanned`: the scan's values and cost when a grouped scan measured them already (`run_range`); `known`:
+        the own queries' scalars run already (`_scalars_at_once`)."""
         plan = compile_rules(rules, view, ctx, self.sample_limit)
         scan_values: dict[str, Any] = {}
         scan_error: str | None = None
@@ -284,12 +315,14 @@ class RuleRunner:
         results = []
         for item in plan.rules:
             t0 = time.perf_counter()
-            verdict, sampled_ok = self._verdict(item, partition, ctx, scan_values, scan_error)
+            verdict, sampled_ok = self._verdict(item, partition, ctx, scan_values, scan_error, known or {})
             keys: list[Any] = []
             if not verdict.passed and sampled_ok and item.failing_rows:
                 keys = self._sample(item, verdict)
             # A merged rule's cost is the shared scan's (it cannot be split per rule) plus its own queries.
             elapsed = (scan_ms if item.alias else 0.0) + (time.perf_counter() - t0) * 1000
+            if known:  # the own queries' time, measured where they ran (`_scalars_at_once`)
+                elapsed += sum(known[q][1] for q in (item.query, item.reference) if q in known)
             results.append(self._result(item.rule, partition, ctx, verdict, keys, elapsed))
         return results
 
@@ -300,6 +333,7 @@ class RuleRunner:
         ctx: RuleContext,
         scan: dict[str, Any],
         scan_error: str | None,
+        known: Mapping[str, Any],
     ) -> tuple[Verdict, bool]:
         rule = item.rule
         if item.error:
@@ -311,9 +345,9 @@ class RuleRunner:
                     return judge_error(rule, f"the scan failed: {scan_error}"), False
                 value = scan[item.alias]
             if item.query:
-                value = self._scalar(item.query)
+                value = self._known_scalar(item.query, known)
             if item.reference:
-                reference = self._scalar(item.reference)
+                reference = self._known_scalar(item.reference, known)
         except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others' results
             return judge_error(rule, _short(exc)), False
         history = None

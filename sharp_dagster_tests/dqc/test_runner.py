@@ -352,3 +352,45 @@ def test_a_range_scans_once_and_judges_each_partition_as_alone(spark, orders_vie
 
     stopped = runner.run_range(ASSET, parts, rows, ["dt"], [(d,) for d in days], rules, stop=lambda rs: True)
     assert len(stopped) == 1
+
+
+def test_a_ranges_own_queries_run_at_once_and_judge_as_alone(spark, orders_view):
+    """`run_range` runs every partition's custom SQL and reconciliation queries concurrently, each once; every
+    result, a broken query's error included, equals a `run` of the partition alone."""
+    import threading
+
+    from pyspark.sql import functions as F
+
+    from sharp_dagster.dqc.context import RuleContext
+
+    rules = [
+        make_rule(id="big", template="custom_sql", comparator="=", expect=0,
+                  params={"sql": "SELECT count(1) FROM ${table} WHERE amount > 100"}),
+        make_rule(id="custom", template="custom_sql", comparator="=", expect=0,
+                  params={"sql": "SELECT count(1) FROM ${table} WHERE nope_column > 0"}),
+        make_rule(id="two_rows", template="custom_sql", comparator="=", expect=0,
+                  params={"sql": "SELECT order_id FROM ${table}"}),
+        make_rule(id="rec", template="reconciliation", params={"other": "ods.orders", "tolerance": 0}),
+    ]  # fmt: skip
+    days = ["2024-01-01", "2024-01-02", "2024-01-03"]
+    base = spark.table(orders_view)
+    rows = base.withColumn("dt", F.lit(days[0])).unionByName(
+        base.where("order_id > 2").withColumn("dt", F.lit(days[1]))
+    )
+    parts = [(d, rows.where(F.col("dt") == d), RuleContext(partition_key=d)) for d in days]
+    threads: dict[str, str] = {}
+    runner = RuleRunner(spark, on_query=lambda q: threads.setdefault(q, threading.current_thread().name))
+    got = runner.run_range(ASSET, parts, rows, ["dt"], [(d,) for d in days], rules)
+    alone = [RuleRunner(spark).run(ASSET, d, df, rules, ctx) for d, df, ctx in parts]
+
+    def measured(results):
+        return [(r.rule_id, r.actual, r.passed, r.message) for r in results]
+
+    assert [measured(r) for r in got] == [measured(r) for r in alone]
+    assert "nope" in got[0][1].message and "one row with one column" in got[0][2].message
+    assert got[0][0].elapsed_ms >= 1, "a rule's cost is its query's time, measured in the pool"
+    own = [q for q in threads if "amount > 100" in q or "nope_column" in q or "SELECT order_id" in q]
+    assert len(own) == 3 * len(days), own
+    assert {threads[q] for q in own} <= {n for n in threads.values() if n.startswith("dqc")}, (
+        "run in the pool"
+    )

@@ -198,6 +198,9 @@ def test_an_ods_range_chains_its_days_in_one_commit_per_table_and_equals_day_by_
     ]
     steps = [s.step_id for s in jl.steps(jl.recent("ods/orders", limit=1)[0].job_id)]
     assert "state" in steps and "write" in steps and "publish" in steps, steps
+    first = next(r for r in jl.recent("ods/orders", limit=100) if r.partition_key == DAYS[0])
+    read = next(s for s in jl.steps(first.job_id) if s.step_id == "read")
+    assert f"merged the 3 days {DAYS[0]}..{DAYS[-1]} in one plan" in (read.output or ""), read.output
     by_batch = {t: table_rows(spark, t) for t in ("ods.orders", "ods_state.orders")}
     assert by_batch["ods.orders"], "the range published rows"
 
