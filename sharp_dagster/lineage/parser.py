@@ -80,8 +80,11 @@ class ScriptLineage:
     `sources`/`targets` are the real tables read/written (temporary ones hidden), sorted. `columns` lists each
     target column once. `dataset_dependencies` holds the columns that filter, join, group, order or partition the
     rows written (dataset-level, not value-level). `target_sources`/`target_dependencies` give the same per target
-    (for scripts writing several tables); `renames` lists the script's table renames as (old, new), in order. These
-    three are not part of `to_dict()`.
+    (for scripts writing several tables); `renames` lists the script's table renames as (old, new), in order.
+    `unresolved` lists the unqualified column names that several schema-less sources of a query might hold (they
+    get no source rather than a guess); `paths` maps each path dataset among `sources`/`targets` (files read as
+    `parquet.`/x``, directories written by INSERT OVERWRITE DIRECTORY) to its location. These five are not part
+    of `to_dict()`.
     """
 
     sources: list[str]
@@ -92,6 +95,8 @@ class ScriptLineage:
     target_sources: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
     target_dependencies: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
     renames: list[tuple[str, str]] = field(default_factory=list, repr=False, compare=False)
+    unresolved: list[str] = field(default_factory=list, repr=False, compare=False)
+    paths: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -120,7 +125,7 @@ logging.getLogger("sqlglot").addFilter(_DropCommandFallbackWarnings())
 
 
 # --------------------------------------------------------------------------------------------------------------
-def _result(script: ScriptTables, started: float) -> ScriptLineage:
+def _result(script: ScriptTables, started: float, unresolved: set[str]) -> ScriptLineage:
     """The script's lineage once its last statement was read: hidden versions resolved to what they read."""
     memo: dict = {}
     by_target: dict[str, dict[str, set]] = {}
@@ -159,6 +164,8 @@ def _result(script: ScriptTables, started: float) -> ScriptLineage:
         target_sources={t: sorted(t_sources[t]) for t in targets},
         target_dependencies={t: sorted(f"{k}.{n}" for k, n in t_deps[t]) for t in targets},
         renames=list(script.renames),
+        unresolved=sorted(unresolved),
+        paths={n: p for n, p in script.paths.items() if n in all_sources or n in by_target},
     )
 
 
@@ -191,6 +198,32 @@ def _parse_error(sql: str, exc: Exception) -> LineageParseError:
     return LineageParseError(msg, line, col)
 
 
+# Spark's `INSERT OVERWRITE [LOCAL] DIRECTORY ['path'] USING fmt [OPTIONS (..., path '...')]`, which sqlglot does not
+# parse, rewritten to the Hive form it does (`... DIRECTORY 'path' STORED AS fmt`); its line breaks are kept so that
+# error positions in later lines stay right.
+_DIRECTORY_USING = re.compile(
+    r"(INSERT\s+OVERWRITE\s+(?:LOCAL\s+)?DIRECTORY)\s*('(?:[^'\\]|\\.)*')?\s*USING\s+(\w+)"
+    r"(\s*OPTIONS\s*\((?:[^()']|'(?:[^'\\]|\\.)*')*\))?",
+    re.IGNORECASE,
+)
+_OPTION_PATH = re.compile(r"""['"`]?path['"`]?\s*=?\s*('(?:[^'\\]|\\.)*')""", re.IGNORECASE)
+
+
+def _directory_using(sql: str) -> str:
+    if "DIRECTORY" not in sql.upper():
+        return sql
+
+    def rewrite(m: re.Match) -> str:
+        location = m.group(2)
+        if location is None and m.group(4):
+            found = _OPTION_PATH.search(m.group(4))
+            location = found.group(1) if found else None
+        location = location or "''"
+        return f"{m.group(1)} {location} STORED AS {m.group(3)}" + "\n" * m.group(0).count("\n")
+
+    return _DIRECTORY_USING.sub(rewrite, sql)
+
+
 _DIALECTS: dict[str, Dialect] = {}
 
 
@@ -206,11 +239,15 @@ def parse_script(
     dialect: str | None = "spark",
     schema: Mapping[str, Mapping[str, str]] | None = None,
     default_target: str | None = None,
+    case_sensitive: bool | None = None,
 ) -> ScriptLineage:
     """Lineage of a SQL script of one or more statements.
 
     `schema` maps a table (as the SQL names it) to its columns, used to expand `SELECT *` and to map INSERT
     outputs by position. With `default_target`, a final bare SELECT is read as INSERT OVERWRITE into that table.
+    `case_sensitive` is Spark's `spark.sql.caseSensitive` (default false: Spark and Hive compare column names,
+    aliases and CTE names case-insensitively; table names always are); a `SET spark.sql.caseSensitive=...` in the
+    script changes it for the statements after it.
     Raises LineageParseError (a ValueError) with line and column when the script does not parse.
     """
     started = time.perf_counter()
@@ -223,12 +260,12 @@ def parse_script(
     with paused():
         _quiet.on = True
         try:
-            statements = _dialect(name).parse(sql)
+            statements = _dialect(name).parse(_directory_using(sql) if name == "spark" else sql)
         except (ParseError, TokenError) as exc:
             raise _parse_error(sql, exc) from exc
         finally:
             _quiet.on = False
-        script = ScriptTables(name, schema)
+        script = ScriptTables(name, schema, case_sensitive)
         reader = StatementReader(script, _dialect(name))
         live = [s for s in statements if s is not None]
         last = len(live) - 1
@@ -237,4 +274,4 @@ def parse_script(
                 reader.statement(st, default_target if i == last else None)
         finally:
             release(live)
-        return _result(script, started)
+        return _result(script, started, reader.walker.unresolved)

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from sharp_dagster.lineage.names import spark_name
 from sharp_dagster.lineage.relations import EMPTY, Rel, Scope, TableSource
 from sharp_dagster.lineage.tables import ScriptTables
 
@@ -45,6 +46,7 @@ class QueryWalker:
         self.norm = script.norm
         self.table_name = script.table_name
         self.resolve_table = script.resolve_table
+        self.unresolved: set[str] = set()  # unqualified columns more than one schema-less source might hold
 
     def ctes(self, node: exp.Expression, ctes: dict[str, Rel], parent: Scope | None) -> dict[str, Rel]:
         w = node.args.get("with_")
@@ -120,6 +122,10 @@ class QueryWalker:
                 if i < len(rs):
                     srcs |= rs[i]
                 rel.add(name, srcs)
+            # A later branch with more columns (Spark refuses it; other engines and scripts in the wild do not):
+            # its extra columns are outputs under their own names rather than lost.
+            for j in range(len(left.names), len(rs)):
+                rel.add(right.names[j], set(rs[j]))
         else:
             # EXCEPT / INTERSECT: the right side only decides which left rows survive.
             for name, srcs in zip(left.names, left.sources, strict=True):
@@ -163,8 +169,8 @@ class QueryWalker:
                         rel.add(name, srcs)
                 continue
             out: set = set()
-            self.walk(e, scope, out, deps, rel, False)
-            name = e.output_name
+            self.walk(e, scope, out, deps, rel)
+            name = e.output_name if t is exp.Alias or t is _Column or t is exp.Dot else spark_name(e)
             rel.add(norm(name) if name else f"_c{i}", out)
 
         for key in ("where", "group", "having", "qualify", "order", "sort", "distribute", "cluster"):
@@ -233,6 +239,17 @@ class QueryWalker:
             for lat in node.args.get("laterals") or ():
                 self.add_source(scope, lat, rel)
             return
+        if t is _Subquery and not node.alias and not isinstance(node.this, QUERY_TYPES + (exp.Values,)):
+            # A parenthesised relation, `FROM (tab1)` or `FROM ((a JOIN b ON ...))`: the relation itself.
+            self.add_source(scope, node.this, rel)
+            for j in node.args.get("joins") or ():
+                self.join(scope, j, rel)
+            return
+        if t is _Subquery and not node.alias and type(node.this) is _Subquery:
+            self.add_source(scope, node.this, rel)  # `((SELECT ...) s)`: the parentheses change nothing
+            for j in node.args.get("joins") or ():
+                self.join(scope, j, rel)
+            return
         if t is _Subquery or t in SETOP_TYPES or t is _Select or t is exp.Values:
             sub = self.query(node, scope.ctes, scope.parent)
             rel.deps |= sub.deps
@@ -277,12 +294,15 @@ class QueryWalker:
             scope = scope.parent
         return None
 
-    def resolve(self, col: exp.Column, scope: Scope, aliases: Rel | None, alias_first: bool) -> set:
+    def resolve(self, col: exp.Column, scope: Scope, aliases: Rel | None) -> set:
         """Source columns a column reference stands for.
 
-        Unqualified names: a source known to have the column wins; then an output alias (first in ORDER BY /
-        GROUP BY / HAVING, after guesses in the select list); then the first source whose columns are unknown;
-        then the enclosing query (correlated subqueries)."""
+        Qualifiers, aliases and names compare as the script's names do (`ScriptTables.norm`: Spark's default
+        case-insensitive resolution unless `spark.sql.caseSensitive`). Unqualified names: a source known to have the
+        column wins; then an earlier output alias (a lateral column alias in the select list, an output name in
+        ORDER BY / GROUP BY / HAVING); then the only source whose columns are unknown (several such sources: the
+        column is unresolved, listed in `unresolved`, never guessed); then the enclosing query (correlated
+        subqueries)."""
         args = col.args
         ident = args["this"]
         name = ident.this if type(ident) is _Identifier else col.name
@@ -309,20 +329,28 @@ class QueryWalker:
         s: Scope | None = scope
         while s is not None:
             guess = None
+            guesses = 0
             for src in s.sources.values():
                 srcs, certain = src.lookup(name)
                 if srcs is not None:
                     if certain:
                         return srcs
+                    guesses += 1
                     if guess is None:
                         guess = srcs
-            if aliases is not None and s is scope and (alias_first or guess is None):
+            if aliases is not None and s is scope:
+                # An earlier output alias beats a guess: a lateral column alias (`a + 1 AS b, b * 2 AS c`) in the
+                # select list, an output name in GROUP BY / ORDER BY / HAVING.
                 i = aliases.index.get(name)
                 if i is not None:
                     return aliases.sources[i]
-            if guess is not None:
-                # No schema tells which source holds the column: the first source that might is taken.
+            if guesses == 1:
+                # One source whose columns are unknown: it is the only one that can hold the column.
                 return guess
+            if guesses > 1:
+                # Several schema-less sources might hold it: reported as unresolved rather than guessed.
+                self.unresolved.add(name)
+                return EMPTY
             s = s.parent
         return EMPTY
 
@@ -333,7 +361,6 @@ class QueryWalker:
         out: set,
         deps: set,
         aliases: Rel | None,
-        alias_first: bool = True,
     ) -> None:
         """Add the source columns of `node`'s value to `out` and its row-steering columns to `deps`."""
         stack = [node]
@@ -344,7 +371,7 @@ class QueryWalker:
             t = type(n)
             if t is _Column:
                 if type(n.this) is not _Star:
-                    out |= self.resolve(n, scope, aliases, alias_first)
+                    out |= self.resolve(n, scope, aliases)
                 continue
             if t is _Window:
                 push(n.this)

@@ -105,10 +105,23 @@ class StatementReader:
             for action in st.args.get("actions") or ():
                 if type(action) is exp.AlterRename and type(action.this) is _Table:
                     self.rename(self.script.table_name(st.this), self.script.table_name(action.this))
+        elif t is exp.Set:
+            self.set_conf(st)
         elif t is exp.Command:
             for move in command_moves(st, self.dialect_obj):
                 self.move(move.kind, self.script.table_name(move.target), self.script.table_name(move.source))
         # USE, SET, ADD JAR (Command), ANALYZE, DROP FUNCTION, DELETE, RENAME COLUMN, ...: no lineage.
+
+    def set_conf(self, st: exp.Set) -> None:
+        """`SET spark.sql.caseSensitive=true|false`: how the statements after it compare names."""
+        for item in st.expressions:
+            eq = item.this if type(item) is exp.SetItem else None
+            if type(eq) is not exp.EQ or eq.this.sql(dialect="spark").lower() != "spark.sql.casesensitive":
+                continue
+            value = eq.expression
+            text = value.name if not isinstance(value, exp.Boolean) else str(value.this)
+            self.script.set_case_sensitive(text.strip().lower() == "true")
+            self.walker.ci = self.script.ci
 
     def insert(self, ins: exp.Insert, from_override: Any = None) -> None:
         target = ins.this
@@ -125,7 +138,14 @@ class StatementReader:
             release([q])
         else:
             rel = self.walker.query(q, ctes, None, from_override) if q is not None else Rel()
-        if type(target) is not _Table:  # INSERT OVERWRITE DIRECTORY: reads only
+        if type(target) is exp.Directory:
+            # INSERT OVERWRITE [LOCAL] DIRECTORY: the files written are a path dataset, columns by output name.
+            stored = ins.args.get("stored")
+            fmt = stored.name if isinstance(stored, exp.FileFormatProperty) else "text"
+            name = self.script.path_dataset(fmt, target.this.name)
+            self.write_rel(self.script.new_write(name, hidden=False), rel, None)
+            return
+        if type(target) is not _Table:
             self.script.reads |= rel.tables
             return
         name = self.script.table_name(target)
@@ -205,7 +225,7 @@ class StatementReader:
         if temporary and file_format and path:
             # `CREATE TEMPORARY VIEW v USING parquet OPTIONS (path '...')`: the view reads those files, named
             # as Spark SQL names a path table (parquet.`/data/x`), so lineage passes through the view to them.
-            files = f"{file_format}.{path}"
+            files = self.script.path_dataset(file_format, path)
             w.tables.add(files)
             if not coldefs:
                 w.cols["*"] = {(files, "*")}
@@ -324,7 +344,7 @@ class StatementReader:
     def update(self, st: exp.Update) -> None:
         target = st.this
         name = self.script.table_name(target)
-        scope = Scope(None, {})
+        scope = Scope(None, self.walker.ctes(st, {}, None))
         rel = Rel()
         t_alias = self.script.norm(target.alias) or self.script.norm(target.name)
         scope.sources[t_alias] = TableSource(name, self.script.target_columns(name))

@@ -15,8 +15,17 @@ from sqlglot import exp
 
 from sharp_dagster.lineage.relations import EMPTY, Key, Src
 
-# Spark and Hive resolve identifiers case-insensitively, so names are lower-cased there.
+# Spark and Hive resolve identifiers case-insensitively, so names are lower-cased there. Spark's
+# `spark.sql.caseSensitive=true` makes columns, aliases and CTE names case-sensitive; table names stay
+# case-insensitive (the session catalog lower-cases them either way).
 _CASE_INSENSITIVE = {"spark", "hive"}
+# `format.`/path`` reads files, not a table (Spark's "path relations"); these are the formats Spark accepts there.
+PATH_FORMATS = frozenset({"parquet", "orc", "json", "csv", "text", "avro", "delta", "iceberg", "binaryfile"})
+
+
+def is_path(text: str) -> bool:
+    """Whether a relation name is a file location (`/data/x`, `s3a://b/x`, `file:/x`) rather than a table."""
+    return text.startswith("/") or "://" in text or text.startswith("file:")
 
 
 class Write:
@@ -44,9 +53,16 @@ def _with_set(cols: list[str] | None) -> tuple[list[str], frozenset] | None:
 class ScriptTables:
     """State of one parse_script call: the script's table versions, the tables it only read, its renames."""
 
-    def __init__(self, dialect: str, schema: Mapping[str, Mapping[str, str]] | None):
-        self.ci = dialect in _CASE_INSENSITIVE
+    def __init__(
+        self,
+        dialect: str,
+        schema: Mapping[str, Mapping[str, str]] | None,
+        case_sensitive: bool | None = None,
+    ):
+        self.ci_tables = dialect in _CASE_INSENSITIVE
+        self.ci = self.ci_tables and not case_sensitive
         self.dialect = dialect
+        self.paths: dict[str, str] = {}  # path datasets read or written: name -> location
         self.renames: list[tuple[str, str]] = []
         self.schema = schema or {}
         self._schema_ci: dict[str, Mapping[str, str]] | None = None
@@ -59,20 +75,34 @@ class ScriptTables:
     def norm(self, name: str) -> str:
         return name.lower() if self.ci else name
 
+    def set_case_sensitive(self, on: bool) -> None:
+        """`SET spark.sql.caseSensitive=...` in the script: the statements after it resolve names that way."""
+        self.ci = self.ci_tables and not on
+        self._schema_cache.clear()
+
     def table_name(self, t: exp.Table) -> str:
         args = t.args
         name = args["this"].name if args.get("this") is not None else ""
         db = args.get("db")
         if db is not None:
+            if args.get("catalog") is None and is_path(name) and db.name.lower() in PATH_FORMATS:
+                return self.path_dataset(db.name, name)
             cat = args.get("catalog")
             name = f"{cat.name}.{db.name}.{name}" if cat is not None else f"{db.name}.{name}"
-        return name.lower() if self.ci else name
+        return name.lower() if self.ci_tables else name
+
+    def path_dataset(self, file_format: str, location: str) -> str:
+        """A path dataset, named as Spark SQL names a path relation (`parquet./data/x`); the location keeps its
+        case (file systems are case-sensitive) and is listed in `paths`."""
+        name = f"{file_format.lower()}.{location}"
+        self.paths[name] = location
+        return name
 
     def schema_columns(self, name: str) -> tuple[list[str], frozenset] | None:
         if name in self._schema_cache:
             return self._schema_cache[name]
         cols = self.schema.get(name)
-        if cols is None and self.ci:
+        if cols is None and self.ci_tables:
             if self._schema_ci is None:
                 self._schema_ci = {k.lower(): v for k, v in self.schema.items()}
             cols = self._schema_ci.get(name)
