@@ -58,10 +58,8 @@ def spark_name(e: exp.Expression) -> str:
     op = _BINARY.get(t)
     if op is not None:
         return f"({spark_name(e.this)} {op} {spark_name(e.expression)})"
-    if t is exp.Neg:
-        return f"(- {spark_name(e.this)})"
-    if t is exp.Not:
-        return f"(NOT {spark_name(e.this)})"
+    if t is exp.Neg or t is exp.Not:
+        return f"({'-' if t is exp.Neg else 'NOT'} {spark_name(e.this)})"
     if t is exp.Is:
         return f"({spark_name(e.this)} IS {spark_name(e.expression)})"
     if t is exp.In and not e.args.get("query"):

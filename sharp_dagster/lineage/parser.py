@@ -46,6 +46,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
 from sharp_dagster.lineage.gc_quiet import paused, release
+from sharp_dagster.lineage.relations import direct_subtypes
 from sharp_dagster.lineage.statements import StatementReader
 from sharp_dagster.lineage.tables import ScriptTables
 
@@ -67,10 +68,18 @@ class LineageParseError(ValueError):
 
 @dataclass
 class ColumnLineage:
-    """One written column (`table.column`) and the source columns its value is computed from (sorted)."""
+    """One written column (`table.column`) and the source columns its value is computed from (sorted).
+
+    `table`/`column` split `target` and `refs` each source into (table, column), since a name may hold a dot
+    (`` `a.b` ``, a path). `transformations` gives each source's OpenLineage subtypes: DIRECT's IDENTITY,
+    TRANSFORMATION, AGGREGATION, or INDIRECT's CONDITIONAL for a column read only in a CASE / IF condition."""
 
     target: str
     sources: list[str]
+    table: str = field(default="", repr=False, compare=False)
+    column: str = field(default="", repr=False, compare=False)
+    refs: list[tuple[str, str]] = field(default_factory=list, repr=False, compare=False)
+    transformations: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
@@ -81,10 +90,12 @@ class ScriptLineage:
     target column once. `dataset_dependencies` holds the columns that filter, join, group, order or partition the
     rows written (dataset-level, not value-level). `target_sources`/`target_dependencies` give the same per target
     (for scripts writing several tables); `renames` lists the script's table renames as (old, new), in order.
+    `dependency_kinds` gives each dependency's OpenLineage INDIRECT subtypes (FILTER, JOIN, GROUP_BY, SORT,
+    WINDOW) and `target_dependency_refs` each target's dependencies as (table, column, subtypes).
     `unresolved` lists the unqualified column names that several schema-less sources of a query might hold (they
     get no source rather than a guess); `paths` maps each path dataset among `sources`/`targets` (files read as
-    `parquet.`/x``, directories written by INSERT OVERWRITE DIRECTORY) to its location. These five are not part
-    of `to_dict()`.
+    `parquet.`/x``, directories written by INSERT OVERWRITE DIRECTORY) to its location. These are not part of
+    `to_dict()`.
     """
 
     sources: list[str]
@@ -95,6 +106,10 @@ class ScriptLineage:
     target_sources: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
     target_dependencies: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
     renames: list[tuple[str, str]] = field(default_factory=list, repr=False, compare=False)
+    dependency_kinds: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
+    target_dependency_refs: dict[str, list[tuple[str, str, list[str]]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
     unresolved: list[str] = field(default_factory=list, repr=False, compare=False)
     paths: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -128,7 +143,8 @@ logging.getLogger("sqlglot").addFilter(_DropCommandFallbackWarnings())
 def _result(script: ScriptTables, started: float, unresolved: set[str]) -> ScriptLineage:
     """The script's lineage once its last statement was read: hidden versions resolved to what they read."""
     memo: dict = {}
-    by_target: dict[str, dict[str, set]] = {}
+    kind_memo: dict = {}
+    by_target: dict[str, dict[str, tuple[set, list[int], set]]] = {}
     t_sources: dict[str, set] = {}
     t_deps: dict[str, set] = {}
     all_sources, _ = script.hidden_closure(script.reads)
@@ -141,32 +157,63 @@ def _result(script: ScriptTables, started: float, unresolved: set[str]) -> Scrip
         all_sources |= tables
         cols = by_target.setdefault(w.name, {})
         for c, srcs in w.cols.items():
-            acc = cols.setdefault(c, set())
+            acc, kind, conds = cols.setdefault(c, (set(), [0], set()))
+            kind[0] |= w.kinds.get(c, 0)
             for s in srcs:
                 acc |= script.expand(s, memo)
+                if type(s[0]) is int:
+                    k, cs = script.expand_kind(s, kind_memo)
+                    kind[0] |= k
+                    conds |= cs
+            for s in w.conds.get(c, ()):
+                conds |= script.expand(s, memo)
         deps = t_deps.setdefault(w.name, set())
-        for d in w.deps | hidden_deps:
-            deps |= script.expand(d, memo)
+        for key, col, dep_kind in w.deps | hidden_deps:
+            for k, n in script.expand((key, col), memo):
+                deps.add((k, n, dep_kind))
         t_sources.setdefault(w.name, set()).update(tables)
     targets = sorted(by_target)
-    columns = [
-        ColumnLineage(f"{tname}.{c}", sorted(f"{k}.{n}" for k, n in srcs))
-        for tname in targets
-        for c, srcs in by_target[tname].items()
-    ]
-    all_deps = set().union(*t_deps.values()) if t_deps else set()
+    columns = [_column(tname, c, *by_target[tname][c]) for tname in targets for c in by_target[tname]]
+    t_refs = {t: _dependencies(t_deps[t]) for t in targets}
+    all_kinds: dict[str, set] = {}
+    for refs in t_refs.values():
+        for k, n, kinds in refs:
+            all_kinds.setdefault(f"{k}.{n}", set()).update(kinds)
     return ScriptLineage(
         sources=sorted(all_sources),
         targets=targets,
         columns=columns,
-        dataset_dependencies=sorted(f"{k}.{n}" for k, n in all_deps),
+        dataset_dependencies=sorted(all_kinds),
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
         target_sources={t: sorted(t_sources[t]) for t in targets},
-        target_dependencies={t: sorted(f"{k}.{n}" for k, n in t_deps[t]) for t in targets},
+        target_dependencies={t: [f"{k}.{n}" for k, n, _ in t_refs[t]] for t in targets},
         renames=list(script.renames),
+        dependency_kinds={d: sorted(k) for d, k in sorted(all_kinds.items())},
+        target_dependency_refs=t_refs,
         unresolved=sorted(unresolved),
         paths={n: p for n, p in script.paths.items() if n in all_sources or n in by_target},
     )
+
+
+def _column(table: str, column: str, srcs: set, kind: list[int], conds: set) -> ColumnLineage:
+    """A target column's lineage: sources sorted by their `table.column` names, each with its subtypes."""
+    refs = sorted(srcs, key=lambda s: f"{s[0]}.{s[1]}")
+    direct = direct_subtypes(kind[0])
+    transformations: dict[str, list[str]] = {}
+    for s in refs:
+        name = f"{s[0]}.{s[1]}"
+        transformations[name] = ["CONDITIONAL"] if s in conds else direct
+    return ColumnLineage(
+        f"{table}.{column}", [f"{k}.{n}" for k, n in refs], table, column, refs, transformations
+    )
+
+
+def _dependencies(deps: set) -> list[tuple[str, str, list[str]]]:
+    """(table, column, subtypes) of a target's dependencies, sorted by `table.column`."""
+    by_col: dict[tuple[str, str], set] = {}
+    for k, n, kind in deps:
+        by_col.setdefault((k, n), set()).add(kind)
+    return [(k, n, sorted(by_col[(k, n)])) for k, n in sorted(by_col, key=lambda s: f"{s[0]}.{s[1]}")]
 
 
 _TOKEN_POS = re.compile(r" from (\d+):(\d+)")

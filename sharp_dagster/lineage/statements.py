@@ -18,7 +18,7 @@ from sqlglot.dialects.dialect import Dialect
 from sharp_dagster.lineage.commands import command_moves
 from sharp_dagster.lineage.gc_quiet import release
 from sharp_dagster.lineage.queries import QUERY_TYPES, SETOP_TYPES, QueryWalker
-from sharp_dagster.lineage.relations import EMPTY, Key, Rel, Scope, TableSource
+from sharp_dagster.lineage.relations import EMPTY, FILTER, JOIN, Key, Rel, Scope, TableSource
 from sharp_dagster.lineage.tables import ScriptTables, Write
 
 _Column = exp.Column
@@ -62,8 +62,10 @@ class StatementReader:
         cols = w.cols
         for i, name in enumerate(names):
             _merge(cols, name, rel.sources[i])
+            w.computed(name, rel.kinds[i], rel.conds[i])
         for j in range(n_dyn):
             _merge(cols, dynamic[j], rel.sources[n_base + j])
+            w.computed(dynamic[j], rel.kinds[n_base + j], rel.conds[n_base + j])
         for name in static:
             _merge(cols, name, EMPTY)
 
@@ -288,7 +290,7 @@ class StatementReader:
         # Self-references resolve to the target's own name; they are dropped below (no self-loops).
         scope.sources[t_alias] = TableSource(name, None)
         deps: set = set()
-        self.walker.walk(st.args["on"], scope, deps, deps, None)
+        self.walker.steer(st.args["on"], scope, deps, None, JOIN)
         known_target = self.script.target_columns(name)
         w = self.script.target_write(name)
         cols = w.cols
@@ -296,18 +298,18 @@ class StatementReader:
         for when in whens.expressions if whens is not None else ():
             cond = when.args.get("condition")
             if cond is not None:
-                self.walker.walk(cond, scope, deps, deps, None)
+                self.walker.steer(cond, scope, deps, None, FILTER)
             then = when.args.get("then")
             if type(then) is exp.Update:
                 for eq in then.expressions:
                     if type(eq) is _Star:
                         self._merge_star(cols, using_src)
                         continue
-                    out: set = set()
-                    self.walker.walk(eq.expression, scope, out, deps, None)
+                    out, kind, conds = self.walker.value(eq.expression, scope, deps, None)
                     col = self.script.norm(eq.this.name)
                     out.discard((name, col))
                     _merge(cols, col, out)
+                    w.computed(col, kind, conds)
             elif type(then) is exp.Insert:
                 names = then.this
                 values = then.expression.expressions if then.expression is not None else []
@@ -327,10 +329,10 @@ class StatementReader:
                         for i, v in enumerate(values)
                     ]
                 for tname, val in zip(targets, values, strict=False):
-                    out = set()
-                    self.walker.walk(val, scope, out, deps, None)
+                    out, kind, conds = self.walker.value(val, scope, deps, None)
                     if tname is not None:
                         _merge(cols, tname, out)
+                        w.computed(tname, kind, conds)
         w.deps |= {d for d in deps if d[0] != name} | rel.deps
         w.tables |= scope.tables
         if using_src is not None:
@@ -358,14 +360,14 @@ class StatementReader:
         deps = rel.deps
         w = self.script.target_write(name)
         for eq in st.expressions:
-            out: set = set()
-            self.walker.walk(eq.expression, scope, out, deps, None)
+            out, kind, conds = self.walker.value(eq.expression, scope, deps, None)
             col = self.script.norm(eq.this.name)
             out.discard((name, col))
             _merge(w.cols, col, out)
+            w.computed(col, kind, conds)
         where = st.args.get("where")
         if where is not None:
-            self.walker.walk(where, scope, deps, deps, None)
+            self.walker.steer(where, scope, deps, None, FILTER)
         w.deps |= {d for d in deps if d[0] != name}
         w.tables |= scope.tables
         for alias, src in scope.sources.items():

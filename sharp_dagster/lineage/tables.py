@@ -31,14 +31,21 @@ def is_path(text: str) -> bool:
 class Write:
     """One version of a table written by the script (CREATE starts a version, INSERT adds to the current one)."""
 
-    __slots__ = ("name", "cols", "deps", "tables", "hidden")
+    __slots__ = ("name", "cols", "deps", "tables", "hidden", "kinds", "conds")
 
     def __init__(self, name: str, hidden: bool):
         self.name = name
         self.cols: dict[str, set] = {}
-        self.deps: set = set()
+        self.deps: set = set()  # (key, column, dependency kind) triples
         self.tables: set = set()
         self.hidden = hidden
+        self.kinds: dict[str, int] = {}  # column -> how it is computed (bits of `relations`)
+        self.conds: dict[str, set] = {}  # column -> its sources read only in conditions
+
+    def computed(self, col: str, kind: int, conds: Iterable) -> None:
+        self.kinds[col] = self.kinds.get(col, 0) | kind
+        if conds:
+            self.conds.setdefault(col, set()).update(conds)
 
     def known_columns(self) -> list[str] | None:
         if not self.cols or "*" in self.cols:
@@ -171,6 +178,28 @@ class ScriptTables:
             out |= self.expand(s, memo)
         memo[src] = out
         return out
+
+    def expand_kind(self, src: Src, memo: dict) -> tuple[int, set]:
+        """How a source column of a hidden version is computed from the real columns behind it, and which of those
+        it reads only in conditions; (0, empty) for a real table's column."""
+        key, col = src
+        if type(key) is str or not self.writes[key].hidden:
+            return 0, set()
+        got = memo.get(src)
+        if got is not None:
+            return got
+        memo[src] = (0, set())
+        w = self.writes[key]
+        kind = w.kinds.get(col, 0)
+        conds: set = set()
+        for s in w.conds.get(col, ()):
+            conds |= self.expand(s, {})
+        for s in w.cols.get(col, ()):
+            k, c = self.expand_kind(s, memo)
+            kind |= k
+            conds |= c
+        memo[src] = (kind, conds)
+        return kind, conds
 
     def hidden_closure(self, keys: Iterable[Key]) -> tuple[set, set]:
         """Real tables behind `keys`, and the dependencies of the hidden tables passed through on the way."""
