@@ -2,9 +2,22 @@
 
 This module owns `parse_script`: it parses a Spark / Hive / ANSI / MySQL script with sqlglot and walks each
 query's scopes itself (FROM sources, CTEs, subqueries, lateral views, set operations) to map every written column
-to the source columns its value is computed from. Columns that only steer which rows arrive (WHERE, JOIN ON,
-GROUP BY, HAVING, ORDER BY, window PARTITION BY / ORDER BY) are kept apart as dataset-level dependencies, like
-OpenLineage's INDIRECT lineage. Tables that a script creates and drops again (temporary views, CACHE TABLE,
+to the source columns its value is computed from.
+
+Conventions. Names resolve as Spark resolves them: aliases, CTE and subquery names, qualifiers and schema columns
+compare case-insensitively in Spark and Hive unless `spark.sql.caseSensitive` is on (`case_sensitive=True`, or a
+`SET` in the script; table names stay case-insensitive, as in Spark's session catalog). A column's sources are the
+columns its value is computed from, the conditions of a CASE / IF in it included (they pick the value). Columns
+that only steer which rows arrive are never column sources but dataset-level dependencies of the target: WHERE /
+HAVING / QUALIFY (FILTER), JOIN ON / USING (JOIN), GROUP BY (GROUP_BY), ORDER BY / SORT BY / DISTRIBUTE BY /
+CLUSTER BY (SORT), a window's PARTITION BY / ORDER BY (WINDOW); a column used both ways is in both. Each edge is
+typed as OpenLineage's transformation types: DIRECT IDENTITY / TRANSFORMATION / AGGREGATION, INDIRECT CONDITIONAL
+for a source read only in a condition (`ColumnLineage.transformations`), and the dependency subtypes above
+(`ScriptLineage.dependency_kinds`). An unqualified column that several schema-less sources might hold is
+unresolved (`ScriptLineage.unresolved`), never guessed; an earlier output alias wins over a guess (Spark's lateral
+column aliases). An unaliased expression is named as Spark names it (`names.py`). A union whose later branch has
+more columns keeps the extra ones under their names. Files read as `parquet.`/path`` and directories written by
+INSERT OVERWRITE DIRECTORY are path datasets (`ScriptLineage.paths`), named `<format>.<location>`. Tables that a script creates and drops again (temporary views, CACHE TABLE,
 CREATE TABLE tmp ... DROP TABLE tmp, Spark's global temporary views read as global_temp.<name>) are hidden and their
 lineage passes through to the real targets: a temporary table is never a final node.
 

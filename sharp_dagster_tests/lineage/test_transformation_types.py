@@ -198,3 +198,22 @@ def test_lineage_cli_check_and_graph_with_a_dotted_alias(monkeypatch, tmp_path: 
     assert run_direct(["lineage", "check"]) == 0
     assert run_direct(["lineage", "graph", "dwd.detail", "--columns"]) == 0
     assert "o.id" in capsys.readouterr().out
+
+
+def test_path_datasets_round_trip_through_the_graph():
+    from sharp_dagster.lineage.graph import Dataset, LineageGraph, split_qualified
+
+    r = parse_script("INSERT OVERWRITE DIRECTORY '/out/v1.2' USING csv SELECT id FROM parquet.`s3a://b/in.x`")
+    src, dst = r.sources[0], r.targets[0]
+    assert split_qualified(src) == ("spark", "parquet", "s3a://b/in.x")
+    assert split_qualified(dst) == ("spark", "csv", "/out/v1.2")
+    datasets = [Dataset.from_qualified(n) for n in (src, dst)]
+    assert [d.qualified for d in datasets] == [src, dst]
+    (col,) = r.columns
+    graph = LineageGraph(
+        datasets,
+        [(datasets[0].urn, datasets[1].urn)],
+        [((datasets[0].urn, s), (datasets[1].urn, col.column)) for _, s in col.refs],
+    )
+    assert graph.upstream(dst) == [datasets[0].urn]
+    assert graph.column_sources(dst, "id") == [(src, "id")]
