@@ -278,9 +278,16 @@ class QueryWalker:
             for lat in node.args.get("laterals") or ():
                 self.add_source(scope, lat, rel)
             return
-        if t is _Subquery and not node.alias and not isinstance(node.this, QUERY_TYPES + (exp.Values,)):
-            # A parenthesised relation, `FROM (tab1)` or `FROM ((a JOIN b ON ...))`: the relation itself.
-            self.add_source(scope, node.this, rel)
+        if t is _Subquery and not isinstance(node.this, QUERY_TYPES + (exp.Values,)):
+            # A parenthesised relation, `FROM (tab1)` or `FROM ((a JOIN b ON ...))`: the relation itself; with an
+            # alias (`FROM (a JOIN b ON ...) AS x`) its columns are all those of the relations inside.
+            if not node.alias:
+                self.add_source(scope, node.this, rel)
+            else:
+                inner = Scope(scope.parent, scope.ctes)
+                self.add_source(inner, node.this, rel)
+                scope.tables |= inner.tables
+                scope.sources[norm(node.alias)] = _joined(list(inner.sources.values()))
             for j in node.args.get("joins") or ():
                 self.join(scope, j, rel)
             return
@@ -531,6 +538,21 @@ def _own_kind(e: exp.Expression) -> int:
         if type(x) is _Column or type(x) is _Star:
             return AGGREGATION
     return TRANSFORMATION
+
+
+def _joined(sources: list) -> Any:
+    """The one relation an aliased parenthesised relation stands for: its only source, or all columns of them."""
+    if len(sources) == 1:
+        return sources[0]
+    out = Rel()
+    for src in sources:
+        _add_all(out, src)
+        if type(src) is Rel:
+            out.tables |= src.tables
+            out.deps |= src.deps
+        else:
+            out.tables.add(src.key)
+    return out
 
 
 def _add_all(rel: Rel, src: Any) -> None:

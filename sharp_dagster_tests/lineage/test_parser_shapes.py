@@ -45,6 +45,22 @@ def test_parenthesised_join_joined_again():
     assert r.dataset_dependencies == ["tab1.id", "tab3.id", "tab4.id"]
 
 
+def test_aliased_parenthesised_table():
+    r, cols = run("INSERT INTO tab2 SELECT t.col1 FROM (tab1) AS t WHERE t.k = 1")
+    assert r.sources == ["tab1"] and cols == {"tab2.col1": ["tab1.col1"]}
+    assert r.dataset_dependencies == ["tab1.k"]
+
+
+def test_aliased_parenthesised_join_over_known_schemas():
+    schema = {"tab1": {"id": "int", "a": "int"}, "tab3": {"id": "int", "b": "int"}}
+    r, cols = run(
+        "INSERT INTO tab2 SELECT x.a, x.b FROM (tab1 JOIN tab3 ON tab1.id = tab3.id) AS x", schema=schema
+    )
+    assert r.sources == ["tab1", "tab3"]
+    assert cols == {"tab2.a": ["tab1.a"], "tab2.b": ["tab3.b"]}
+    assert r.dataset_dependencies == ["tab1.id", "tab3.id"]
+
+
 @pytest.mark.parametrize(
     "sql",
     [
