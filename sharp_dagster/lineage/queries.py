@@ -232,12 +232,28 @@ class QueryWalker:
         on = j.args.get("on")
         if on is not None:
             self.steer(on, scope, rel.deps, None, JOIN)
-        for ident in j.args.get("using") or ():
+        using = j.args.get("using")
+        if not using:
+            return
+        sources = list(scope.sources.values())
+        side = str(j.args.get("side") or "").upper()
+        for ident in using:
             name = self.norm(ident.name)
-            for src in scope.sources.values():
+            found = []
+            for src in sources:
                 srcs, certain = src.lookup(name)
                 if srcs is not None:
                     tagged(srcs, JOIN, rel.deps)
+                    found.append(srcs)
+            if found:
+                # The unqualified USING column is one column (Spark: the left side's, the right's in a RIGHT JOIN,
+                # either in a FULL JOIN), not an ambiguous one.
+                if scope.using is None:
+                    scope.using = {}
+                left = scope.using.get(name, found[0])
+                scope.using[name] = (
+                    found[-1] if side == "RIGHT" else set().union(left, found[-1]) if side == "FULL" else left
+                )
 
     def add_source(self, scope: Scope, node: exp.Expression, rel: Rel) -> None:
         t = type(node)
@@ -390,6 +406,8 @@ class QueryWalker:
                     guesses += 1
                     if guess is None:
                         guess = srcs
+            if s.using is not None and name in s.using:
+                return s.using[name]
             if aliases is not None and s is scope:
                 # An earlier output alias beats a guess: a lateral column alias (`a + 1 AS b, b * 2 AS c`) in the
                 # select list, an output name in GROUP BY / ORDER BY / HAVING.

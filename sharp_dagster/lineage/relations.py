@@ -108,10 +108,11 @@ class TableSource:
 class Scope:
     """One query's FROM sources by alias, the CTEs it sees, and its enclosing query's scope."""
 
-    __slots__ = ("sources", "parent", "ctes", "tables")
+    __slots__ = ("sources", "parent", "ctes", "tables", "using")
 
     def __init__(self, parent: Scope | None, ctes: dict[str, Rel]):
         self.sources: dict[str, Any] = {}  # alias -> TableSource | Rel, in FROM order
         self.parent = parent  # the enclosing query's scope, for correlated subqueries
         self.ctes = ctes
         self.tables: set = set()  # tables read by subqueries inside expressions
+        self.using: dict[str, Any] | None = None  # JOIN ... USING columns: name -> the sources it stands for

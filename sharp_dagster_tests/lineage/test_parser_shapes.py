@@ -179,6 +179,21 @@ def test_unqualified_column_in_where_of_a_schemaless_join_is_unresolved():
     assert r.dataset_dependencies == [] and r.unresolved == ["flag"]
 
 
+@pytest.mark.parametrize(
+    ("join", "sources"),
+    [
+        ("JOIN", ["tab1.id"]),
+        ("LEFT JOIN", ["tab1.id"]),
+        ("RIGHT JOIN", ["tab3.id"]),
+        ("FULL OUTER JOIN", ["tab1.id", "tab3.id"]),
+    ],
+)
+def test_using_column_of_schemaless_tables_is_one_column(join, sources):
+    r, cols = run(f"INSERT INTO tab2 SELECT id, a.v FROM tab1 a {join} tab3 b USING (id)")
+    assert cols == {"tab2.id": sources, "tab2.v": ["tab1.v"]}
+    assert r.unresolved == [] and r.dataset_dependencies == ["tab1.id", "tab3.id"]
+
+
 def test_single_schemaless_table_needs_no_guess():
     r, cols = run("INSERT INTO tab2 SELECT col1 FROM tab1")
     assert cols == {"tab2.col1": ["tab1.col1"]} and r.unresolved == []
