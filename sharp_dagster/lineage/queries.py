@@ -276,7 +276,7 @@ class QueryWalker:
             name = self.table_name(node)
             alias = node.args.get("alias")
             alias_name = norm(alias.name) if alias is not None and alias.name else norm(node.name)
-            cte = scope.ctes.get(name) if node.args.get("db") is None else None
+            cte = scope.ctes.get(norm(node.name)) if node.args.get("db") is None else None
             src: Any
             if cte is not None:
                 src = cte

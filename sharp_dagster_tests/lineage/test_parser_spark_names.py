@@ -93,6 +93,9 @@ def test_case_sensitive_cte_name_in_another_case_is_a_table():
     assert r.sources == ["cte1"] and cols == {"tab2.col1": ["cte1.col1"]}
     r, cols = run(sql)  # the default: the CTE
     assert r.sources == ["tab1"] and cols == {"tab2.col1": ["tab1.col1"]}
+    # Written in the same case, it is the CTE under case sensitivity too.
+    r, cols = run(sql.replace("FROM cte1", "FROM Cte1"), case_sensitive=True)
+    assert r.sources == ["tab1"] and cols == {"tab2.col1": ["tab1.col1"]}
 
 
 def test_case_sensitive_schema_names_only_match_exactly():
