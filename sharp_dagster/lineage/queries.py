@@ -14,14 +14,13 @@ from typing import Any
 
 from sqlglot import exp
 
+from sharp_dagster.lineage.kinds import AGG_TYPES, CLAUSE_KINDS, own_kind
 from sharp_dagster.lineage.names import spark_name
 from sharp_dagster.lineage.relations import (
     AGGREGATION,
     EMPTY,
     FILTER,
-    GROUP_BY,
     JOIN,
-    SORT,
     TRANSFORMATION,
     WINDOW,
     Rel,
@@ -44,27 +43,6 @@ _Ordered = exp.Ordered
 QUERY_TYPES = (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery)
 SETOP_TYPES = (exp.Union, exp.Except, exp.Intersect)
 _If = exp.If
-
-
-def _subclasses(cls: type) -> set[type]:
-    out = set()
-    for sub in cls.__subclasses__():
-        out.add(sub)
-        out |= _subclasses(sub)
-    return out
-
-
-AGG_TYPES = frozenset(_subclasses(exp.AggFunc))
-_CLAUSE_KINDS = {
-    exp.Where: FILTER,
-    exp.Having: FILTER,
-    exp.Qualify: FILTER,
-    exp.Group: GROUP_BY,
-    exp.Order: SORT,
-    exp.Sort: SORT,
-    exp.Distribute: SORT,
-    exp.Cluster: SORT,
-}
 # Default column names Spark/Hive give generator outputs when a LATERAL VIEW lists no column aliases.
 _LATERAL_DEFAULTS = {"explode": ["col"], "posexplode": ["pos", "col"], "inline": [], "explode_outer": ["col"]}
 
@@ -294,23 +272,11 @@ class QueryWalker:
             for lat in node.args.get("laterals") or ():
                 self.add_source(scope, lat, rel)
             return
-        if t is _Subquery and not isinstance(node.this, QUERY_TYPES + (exp.Values,)):
-            # A parenthesised relation, `FROM (tab1)` or `FROM ((a JOIN b ON ...))`: the relation itself; with an
-            # alias (`FROM (a JOIN b ON ...) AS x`) its columns are all those of the relations inside.
-            if not node.alias:
-                self.add_source(scope, node.this, rel)
-            else:
-                inner = Scope(scope.parent, scope.ctes)
-                self.add_source(inner, node.this, rel)
-                scope.tables |= inner.tables
-                scope.sources[norm(node.alias)] = _joined(list(inner.sources.values()))
-            for j in node.args.get("joins") or ():
-                self.join(scope, j, rel)
-            return
-        if t is _Subquery and not node.alias and type(node.this) is _Subquery:
-            self.add_source(scope, node.this, rel)  # `((SELECT ...) s)`: the parentheses change nothing
-            for j in node.args.get("joins") or ():
-                self.join(scope, j, rel)
+        if t is _Subquery and (
+            not isinstance(node.this, QUERY_TYPES + (exp.Values,))
+            or (not node.alias and type(node.this) is _Subquery)
+        ):
+            self.parenthesised(scope, node, rel)
             return
         if t is _Subquery or t in SETOP_TYPES or t is _Select or t is exp.Values:
             sub = self.query(node, scope.ctes, scope.parent)
@@ -327,8 +293,25 @@ class QueryWalker:
             rel.deps |= sub.deps
             scope.sources[norm(node.alias) or f"_sub{len(scope.sources)}"] = sub
             return
-        # LATERAL VIEW f(...), UNNEST, table functions: every generated column comes from the function's inputs.
-        func = node.this if t is exp.Lateral else node
+        self.generator(scope, node, rel)
+
+    def parenthesised(self, scope: Scope, node: exp.Subquery, rel: Rel) -> None:
+        """A parenthesised relation, `FROM (tab1)`, `FROM ((a JOIN b ON ...))` or `((SELECT ...) s)`: the relation
+        itself; with an alias (`FROM (a JOIN b ON ...) AS x`) its columns are all those of the relations inside."""
+        if not node.alias:
+            self.add_source(scope, node.this, rel)
+        else:
+            inner = Scope(scope.parent, scope.ctes)
+            self.add_source(inner, node.this, rel)
+            scope.tables |= inner.tables
+            scope.sources[self.norm(node.alias)] = _joined(list(inner.sources.values()))
+        for j in node.args.get("joins") or ():
+            self.join(scope, j, rel)
+
+    def generator(self, scope: Scope, node: exp.Expression, rel: Rel) -> None:
+        """LATERAL VIEW f(...), UNNEST, table functions: every generated column comes from the function's inputs."""
+        norm = self.norm
+        func = node.this if type(node) is exp.Lateral else node
         srcs: set = set()
         self.walk(func, scope, srcs, rel.deps, None)
         alias = node.args.get("alias")
@@ -488,7 +471,7 @@ class QueryWalker:
         cond: set = set()
         try:
             self.walk(e, scope, out, deps, aliases, cond)
-            kind = self.kinds_seen | _own_kind(e)
+            kind = self.kinds_seen | own_kind(e)
             seen = self.conds_seen
         finally:
             self.kinds_seen, self.conds_seen = saved
@@ -522,7 +505,7 @@ class QueryWalker:
 
     def clause(self, node: exp.Expression, scope: Scope, deps: set, rel: Rel) -> None:
         """WHERE / GROUP BY / ORDER BY ...: everything goes to deps; ordinals and output aliases resolve to outputs."""
-        kind = _CLAUSE_KINDS.get(type(node), FILTER)
+        kind = CLAUSE_KINDS.get(type(node), FILTER)
         if isinstance(node, (exp.Group, exp.Order, exp.Sort, exp.Distribute, exp.Cluster)):
             for e in node.expressions:
                 x = e.this if type(e) is _Ordered else e
@@ -537,25 +520,6 @@ class QueryWalker:
                     self.steer(e, scope, deps, rel, kind)
             return
         self.steer(node, scope, deps, rel, kind)
-
-
-def _own_kind(e: exp.Expression) -> int:
-    """How a select-list expression computes its value, apart from what the columns it reads already carry."""
-    while type(e) is exp.Alias or type(e) is exp.Paren:
-        e = e.this
-    t = type(e)
-    if t is _Column:
-        return 0
-    if t is _Window:
-        e = e.this
-        t = type(e)
-    if t in AGG_TYPES:
-        x = e.this
-        if type(x) is exp.Distinct and len(x.expressions) == 1:
-            x = x.expressions[0]
-        if type(x) is _Column or type(x) is _Star:
-            return AGGREGATION
-    return TRANSFORMATION
 
 
 def _joined(sources: list) -> Any:
