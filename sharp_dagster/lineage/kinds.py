@@ -24,7 +24,8 @@ def _subclasses(cls: type) -> set[type]:
     return out
 
 
-AGG_TYPES = frozenset(_subclasses(exp.AggFunc))
+# lag / lead read one other row's value: a transformation, though sqlglot files them under aggregates.
+AGG_TYPES = frozenset(_subclasses(exp.AggFunc) - {exp.Lag, exp.Lead})
 CLAUSE_KINDS = {
     exp.Where: FILTER,
     exp.Having: FILTER,

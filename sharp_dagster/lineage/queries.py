@@ -498,9 +498,14 @@ class QueryWalker:
                     self.conds_seen |= c
 
     def steer(self, node: exp.Expression, scope: Scope, deps: set, aliases: Rel | None, kind: str) -> None:
-        """Columns of `node` that steer rows (`kind`: FILTER, JOIN, ...) into `deps`."""
+        """Columns of `node` that steer rows (`kind`: FILTER, JOIN, ...) into `deps`; how the value being walked
+        meanwhile is computed is not theirs to change."""
+        saved = self.kinds_seen, self.conds_seen
         found: set = set()
-        self.walk(node, scope, found, found, aliases)
+        try:
+            self.walk(node, scope, found, found, aliases)
+        finally:
+            self.kinds_seen, self.conds_seen = saved
         tagged(found, kind, deps)
 
     def clause(self, node: exp.Expression, scope: Scope, deps: set, rel: Rel) -> None:

@@ -78,6 +78,15 @@ def test_kinds_pass_through_temporary_views():
     }
 
 
+def test_filter_columns_do_not_change_how_a_value_is_computed():
+    got = kinds(
+        "WITH c AS (SELECT k, sum(v) AS s FROM tab1 GROUP BY k) "
+        "INSERT INTO tab2 SELECT (SELECT c.k FROM c WHERE c.s > 0 LIMIT 1) AS v, "
+        "lag(x) OVER (PARTITION BY y ORDER BY z) AS w FROM tab3"
+    )
+    assert got == {"tab2.v": {"tab1.k": ["TRANSFORMATION"]}, "tab2.w": {"tab3.x": ["TRANSFORMATION"]}}
+
+
 def test_dependency_kinds_per_clause():
     r, _ = run(
         "INSERT INTO tab2 SELECT a.k, sum(a.v) AS s, row_number() OVER (PARTITION BY b.p ORDER BY b.o) AS rn "
