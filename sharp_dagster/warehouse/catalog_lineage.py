@@ -177,11 +177,14 @@ def _job_lineages(sql_dir: str) -> dict[str, JobLineage]:
     for dst, srcs in by_target.items():
         out_cols = schemas.get(dst) or {}
         columns = {c: [f"{s}.{c}" for s in srcs if c in (schemas.get(s) or {})] for c in out_cols}
+        kept = {c: s for c, s in columns.items() if s}
         jobs[key_str(dst)] = JobLineage(
             target=dst,
             inputs=sorted(set(srcs)),
-            columns={c: s for c, s in columns.items() if s},
+            columns=kept,
             input_schemas={s: list(schemas[s]) for s in srcs if s in schemas},
+            # The CDC path copies each column's values as they are.
+            transformations={c: {ref: ["IDENTITY"] for ref in refs} for c, refs in kept.items()},
         )
     return jobs
 

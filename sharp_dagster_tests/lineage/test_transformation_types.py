@@ -226,3 +226,23 @@ def test_path_datasets_round_trip_through_the_graph():
     )
     assert graph.upstream(dst) == [datasets[0].urn]
     assert graph.column_sources(dst, "id") == [(src, "id")]
+
+
+def test_project_job_lineage_carries_the_kinds_of_the_demo_sql(monkeypatch):
+    from sharp_dagster.warehouse.catalog_lineage import job_lineage
+
+    monkeypatch.delenv("SHARP_WAREHOUSE_SQL_DIR", raising=False)
+    detail = job_lineage("dwd/order_detail")
+    assert detail.transformations["item_id"] == {"ods.order_item.item_id": ["IDENTITY"]}
+    assert detail.transformations["line_amount"] == {
+        "ods.order_item.quantity": ["TRANSFORMATION"],
+        "ods.order_item.unit_price": ["TRANSFORMATION"],
+    }
+    assert detail.dependency_kinds["ods.orders.order_time"] == ["FILTER"]
+    assert detail.dependency_kinds["ods.product.product_id"] == ["JOIN"]
+    gmv = job_lineage("ads/gmv_by_category")
+    assert gmv.transformations["order_count"] == {"dwd.order_detail.order_id": ["AGGREGATION"]}
+    # The CDC path copies values: identity.
+    assert job_lineage("ods/user_info").transformations == {
+        "source_table": {"original_binlog.shop.source_table": ["IDENTITY"]}
+    }
