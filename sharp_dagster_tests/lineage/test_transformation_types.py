@@ -246,3 +246,15 @@ def test_project_job_lineage_carries_the_kinds_of_the_demo_sql(monkeypatch):
     assert job_lineage("ods/user_info").transformations == {
         "source_table": {"original_binlog.shop.source_table": ["IDENTITY"]}
     }
+
+
+def test_asset_metadata_keeps_a_dotted_column():
+    from sharp_dagster.assets.lineage_meta import column_lineage, column_lineage_markdown
+
+    r = parse_script("SELECT o.id AS `o.id`, o.amt FROM ods.orders o", default_target="dwd.t")
+    deps = column_lineage(r, "dwd.t").deps_by_column
+    assert {c: [(d.asset_key.path, d.column_name) for d in v] for c, v in deps.items()} == {
+        "o.id": [(["ods", "orders"], "id")],
+        "amt": [(["ods", "orders"], "amt")],
+    }
+    assert "| `o.id` | `ods.orders.id` |" in column_lineage_markdown(r, "dwd.t").splitlines()
