@@ -329,3 +329,26 @@ def test_directory_rewrite_keeps_error_lines_of_later_statements():
     with pytest.raises(LineageParseError) as err:
         parse_script("INSERT OVERWRITE DIRECTORY '/o'\nUSING\nparquet SELECT a FROM t;\nSELECT FROM WHERE")
     assert err.value.line == 4
+
+
+def test_nested_ctes_with_partial_wildcard_over_known_schemas():
+    schema = {"tab1": {"id": "int", "x": "int", "z": "int"}, "tab3": {"id": "int", "y": "int"}}
+    r, cols = run(
+        "WITH a AS (SELECT * FROM tab1 WHERE z > 0), b AS (SELECT id, y FROM tab3) "
+        "INSERT INTO tab2 SELECT a.*, b.y FROM a JOIN b ON a.id = b.id",
+        schema=schema,
+    )
+    assert cols == {
+        "tab2.id": ["tab1.id"],
+        "tab2.x": ["tab1.x"],
+        "tab2.z": ["tab1.z"],
+        "tab2.y": ["tab3.y"],
+    }
+    assert r.dataset_dependencies == ["tab1.id", "tab1.z", "tab3.id"]
+
+
+def test_parenthesised_aliased_tables_joined_outside_the_parentheses():
+    r, cols = run("INSERT INTO tab2 SELECT A.x, b.y FROM ((tab1 AS a)) JOIN (tab3 B) ON a.id = B.id")
+    assert r.sources == ["tab1", "tab3"]
+    assert cols == {"tab2.x": ["tab1.x"], "tab2.y": ["tab3.y"]}
+    assert r.dependency_kinds == {"tab1.id": ["JOIN"], "tab3.id": ["JOIN"]}
