@@ -29,21 +29,16 @@ LINEAGE_TABLE_KEY = "column lineage"
 EXPLORER_URL_KEY = "lineage explorer"
 
 
-def _split(ref: str) -> tuple[str, str]:
-    table, _, column = ref.rpartition(".")
-    return table, column
-
-
 def column_lineage(lineage: ScriptLineage, target: str) -> TableColumnLineage | None:
     """Each output column of `target` -> the source columns its value is computed from."""
     deps: dict[str, list[TableColumnDep]] = {}
     for col in lineage.columns:
-        table, column = _split(col.target)
+        # The parser's (table, column) pairs: a column name may hold a dot (`` AS `a.b` ``).
+        table, column = col.table, col.column
         if table != target or column == "*":
             continue
         sources = []
-        for src in col.sources:
-            src_table, src_col = _split(src)
+        for src_table, src_col in col.refs:
             if src_col == "*" or "." not in src_table:
                 continue
             sources.append(TableColumnDep(asset_key=AssetKey(parts(src_table)), column_name=src_col))
@@ -82,7 +77,7 @@ def column_lineage_markdown(lineage: ScriptLineage, target: str) -> str:
     from; then the columns that filter, join, group or order its rows (dataset-level dependencies)."""
     rows = []
     for col in lineage.columns:
-        table, column = _split(col.target)
+        table, column = col.table, col.column
         if table != target:
             continue
         sources = ", ".join(f"`{_md_cell(s)}`" for s in col.sources) or "(a constant or no column)"

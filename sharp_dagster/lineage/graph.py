@@ -25,7 +25,11 @@ DEFAULT_PLATFORM = "spark"
 
 
 def split_qualified(qualified: str) -> tuple[str, str, str]:
-    """'dwd.order_detail' -> ('spark', 'dwd', 'order_detail'); 'mysql:shop.orders' -> ('mysql', 'shop', 'orders')."""
+    """'dwd.order_detail' -> ('spark', 'dwd', 'order_detail'); 'mysql:shop.orders' -> ('mysql', 'shop', 'orders');
+    a path dataset 'parquet./data/x.v2' -> ('spark', 'parquet', '/data/x.v2') (its path may hold dots and colons)."""
+    fmt, dot, path = qualified.partition(".")
+    if dot and (path.startswith("/") or "://" in path or path.startswith("file:")) and ":" not in fmt:
+        return DEFAULT_PLATFORM, fmt, path
     platform, _, rest = qualified.rpartition(":")
     database, _, name = rest.rpartition(".")
     return platform or DEFAULT_PLATFORM, database, name

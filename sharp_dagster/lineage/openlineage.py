@@ -6,8 +6,10 @@ This module owns the events: `emit_run_event` is called by `logdriven.PartitionR
 namespace `OPENLINEAGE_NAMESPACE`, default `sharp_dagster`), a run id (UUIDv7, one per claimed attempt) and
 facets: nominal time (the period), processing engine, job type, the SQL (SQL assets), the input datasets with
 their schemas, and the output dataset with its schema (names from the parser at START, the written Spark schema
-at COMPLETE) and its column lineage (each output column -> its source columns as DIRECT, the columns that filter,
-join, group or sort the rows as the dataset-level INDIRECT list).
+at COMPLETE) and its column lineage: each output column -> its source columns, each with the parser's
+transformation (DIRECT with subtype IDENTITY, TRANSFORMATION or AGGREGATION; INDIRECT CONDITIONAL for a column read
+only in a CASE / IF condition of the value), and the columns that steer the rows as the dataset-level list (INDIRECT
+with subtype FILTER, JOIN, GROUP_BY, SORT or WINDOW, one entry per subtype).
 
 Where lineage comes from: the caller hands it over (`JobLineage`); the project's lineage of every job is built by
 the project wing (`warehouse/catalog_lineage.py`: SQL tables parsed, the CDC path from the catalog's edges).
@@ -19,7 +21,9 @@ otherwise one JSON event per line is appended to `<SHARP_DATA_DIR>/openlineage/e
 a run: an error is logged by type and transport kind only (never the URL or key).
 
 Datasets: warehouse tables (`db.table`) live in the namespace `file://<warehouse dir>`; a table named
-`platform:db.table` (e.g. the MySQL sources) in the namespace `<platform>`.
+`platform:db.table` (e.g. the MySQL sources) in the namespace `<platform>`; a path dataset (files read as
+`parquet.`/x``, a directory written by INSERT OVERWRITE DIRECTORY) in the namespace of its location's scheme
+(`file` for a bare path), named by its path, as OpenLineage names files.
 
 No Dagster import.
 """
@@ -81,6 +85,11 @@ class JobLineage:
     dependencies: list[str] = field(default_factory=list)
     input_schemas: dict[str, list[str]] = field(default_factory=dict)
     sql: str | None = None
+    # column -> source -> OpenLineage subtypes (IDENTITY, ..., CONDITIONAL); dependency -> subtypes (FILTER, ...).
+    # Missing entries are sent as DIRECT TRANSFORMATION / INDIRECT FILTER.
+    transformations: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    dependency_kinds: dict[str, list[str]] = field(default_factory=dict)
+    paths: dict[str, str] = field(default_factory=dict)  # path datasets among the names: name -> location
 
     @classmethod
     def from_script(
@@ -97,6 +106,17 @@ class JobLineage:
             for c in lineage.columns
             if c.target.startswith(prefix) and not c.target.endswith(".*")
         }
+        transformations = {
+            c.target[len(prefix) :]: {s: k for s, k in c.transformations.items() if not s.endswith(".*")}
+            for c in lineage.columns
+            if c.target.startswith(prefix) and not c.target.endswith(".*")
+        }
+        refs = lineage.target_dependency_refs.get(target)
+        dependency_kinds = (
+            {f"{k}.{n}": kinds for k, n, kinds in refs}
+            if refs is not None
+            else dict(lineage.dependency_kinds)
+        )
         schemas = schemas or {}
         return cls(
             target=target,
@@ -105,6 +125,9 @@ class JobLineage:
             dependencies=sorted(lineage.target_dependencies.get(target, lineage.dataset_dependencies)),
             input_schemas={t: list(schemas[t]) for t in inputs if t in schemas},
             sql=sql,
+            transformations=transformations,
+            dependency_kinds=dependency_kinds,
+            paths=dict(lineage.paths),
         )
 
 
@@ -114,10 +137,27 @@ def schema_fields(df: Any) -> list[tuple[str, str]]:
 
 
 # ------------------------------------------------------------------------------------------------------------ events
-def _dataset(qualified: str, warehouse_uri: str) -> tuple[str, str]:
-    """(namespace, name) of a table as the catalog names it."""
+def _dataset(qualified: str, warehouse_uri: str, paths: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(namespace, name) of a table as the catalog names it, or of a path dataset (namespace: its scheme)."""
+    location = paths.get(qualified) if paths else None
+    if location is not None:
+        scheme, sep, rest = location.partition("://")
+        if sep:
+            authority, _, path = rest.partition("/")
+            return f"{scheme}://{authority}", "/" + path
+        return "file", location[len("file:") :] if location.startswith("file:") else location
     platform, sep, rest = qualified.rpartition(":")
     return (platform, rest) if sep else (warehouse_uri, qualified)
+
+
+def _split_ref(ref: str, tables: Sequence[str]) -> tuple[str, str]:
+    """`table.column` -> (table, column), the table being the longest known one it starts with (a path or a
+    column name may hold dots)."""
+    for table in sorted(tables, key=len, reverse=True):
+        if ref.startswith(table + "."):
+            return table, ref[len(table) + 1 :]
+    table, _, column = ref.rpartition(".")
+    return table, column
 
 
 def _schema(fields: Sequence[tuple[str, str | None]]) -> schema_dataset.SchemaDatasetFacet:
@@ -126,27 +166,43 @@ def _schema(fields: Sequence[tuple[str, str | None]]) -> schema_dataset.SchemaDa
     )
 
 
-def _input_field(ref: str, warehouse_uri: str, kind: str, subtype: str) -> column_lineage_dataset.InputField:
-    table, _, column = ref.rpartition(".")
-    namespace, name = _dataset(table, warehouse_uri)
+# OpenLineage's transformation type of each subtype the parser gives.
+_INDIRECT = {"CONDITIONAL", "FILTER", "JOIN", "GROUP_BY", "SORT", "WINDOW"}
+
+
+def _input_field(
+    ref: str, lineage: JobLineage, warehouse_uri: str, subtypes: Sequence[str]
+) -> column_lineage_dataset.InputField:
+    table, column = _split_ref(ref, [*lineage.inputs, *lineage.paths])
+    namespace, name = _dataset(table, warehouse_uri, lineage.paths)
     return column_lineage_dataset.InputField(
         namespace=namespace,
         name=name,
         field=column,
-        transformations=[column_lineage_dataset.Transformation(type=kind, subtype=subtype)],
+        transformations=[
+            column_lineage_dataset.Transformation(
+                type="INDIRECT" if subtype in _INDIRECT else "DIRECT", subtype=subtype
+            )
+            for subtype in subtypes
+        ],
     )
 
 
 def _column_lineage(
     lineage: JobLineage, warehouse_uri: str
 ) -> column_lineage_dataset.ColumnLineageDatasetFacet:
-    fields = {
-        col: column_lineage_dataset.Fields(
-            inputFields=[_input_field(s, warehouse_uri, "DIRECT", "TRANSFORMATION") for s in sources]
+    fields = {}
+    for col, sources in lineage.columns.items():
+        kinds = lineage.transformations.get(col, {})
+        fields[col] = column_lineage_dataset.Fields(
+            inputFields=[
+                _input_field(s, lineage, warehouse_uri, kinds.get(s) or ["TRANSFORMATION"]) for s in sources
+            ]
         )
-        for col, sources in lineage.columns.items()
-    }
-    dataset = [_input_field(d, warehouse_uri, "INDIRECT", "FILTER") for d in lineage.dependencies]
+    dataset = [
+        _input_field(d, lineage, warehouse_uri, lineage.dependency_kinds.get(d) or ["FILTER"])
+        for d in lineage.dependencies
+    ]
     return column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields, dataset=dataset)
 
 
@@ -192,7 +248,7 @@ def build_run_event(
         if lineage.sql:
             job_facets["sql"] = sql_job.SQLJobFacet(query=lineage.sql, dialect="spark")
         for table in lineage.inputs:
-            namespace_in, name_in = _dataset(table, warehouse_uri)
+            namespace_in, name_in = _dataset(table, warehouse_uri, lineage.paths)
             cols = lineage.input_schemas.get(table)
             inputs.append(
                 InputDataset(
@@ -207,7 +263,7 @@ def build_run_event(
             out_facets["schema"] = _schema(fields)
         if lineage.columns or lineage.dependencies:
             out_facets["columnLineage"] = _column_lineage(lineage, warehouse_uri)
-        namespace_out, name_out = _dataset(lineage.target, warehouse_uri)
+        namespace_out, name_out = _dataset(lineage.target, warehouse_uri, lineage.paths)
         outputs.append(OutputDataset(namespace=namespace_out, name=name_out, facets=out_facets or None))
     return RunEvent(
         eventType=_STATES[event_type],

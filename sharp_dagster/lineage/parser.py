@@ -2,9 +2,22 @@
 
 This module owns `parse_script`: it parses a Spark / Hive / ANSI / MySQL script with sqlglot and walks each
 query's scopes itself (FROM sources, CTEs, subqueries, lateral views, set operations) to map every written column
-to the source columns its value is computed from. Columns that only steer which rows arrive (WHERE, JOIN ON,
-GROUP BY, HAVING, ORDER BY, window PARTITION BY / ORDER BY) are kept apart as dataset-level dependencies, like
-OpenLineage's INDIRECT lineage. Tables that a script creates and drops again (temporary views, CACHE TABLE,
+to the source columns its value is computed from.
+
+Conventions. Names resolve as Spark resolves them: aliases, CTE and subquery names, qualifiers and schema columns
+compare case-insensitively in Spark and Hive unless `spark.sql.caseSensitive` is on (`case_sensitive=True`, or a
+`SET` in the script; table names stay case-insensitive, as in Spark's session catalog). A column's sources are the
+columns its value is computed from, the conditions of a CASE / IF in it included (they pick the value). Columns
+that only steer which rows arrive are never column sources but dataset-level dependencies of the target: WHERE /
+HAVING / QUALIFY (FILTER), JOIN ON / USING (JOIN), GROUP BY (GROUP_BY), ORDER BY / SORT BY / DISTRIBUTE BY /
+CLUSTER BY (SORT), a window's PARTITION BY / ORDER BY (WINDOW); a column used both ways is in both. Each edge is
+typed as OpenLineage's transformation types: DIRECT IDENTITY / TRANSFORMATION / AGGREGATION, INDIRECT CONDITIONAL
+for a source read only in a condition (`ColumnLineage.transformations`), and the dependency subtypes above
+(`ScriptLineage.dependency_kinds`). An unqualified column that several schema-less sources might hold is
+unresolved (`ScriptLineage.unresolved`), never guessed; an earlier output alias wins over a guess (Spark's lateral
+column aliases). An unaliased expression is named as Spark names it (`names.py`). A union whose later branch has
+more columns keeps the extra ones under their names. Files read as `parquet.`/path`` and directories written by
+INSERT OVERWRITE DIRECTORY are path datasets (`ScriptLineage.paths`), named `<format>.<location>`. Tables that a script creates and drops again (temporary views, CACHE TABLE,
 CREATE TABLE tmp ... DROP TABLE tmp, Spark's global temporary views read as global_temp.<name>) are hidden and their
 lineage passes through to the real targets: a temporary table is never a final node.
 
@@ -46,6 +59,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 
 from sharp_dagster.lineage.gc_quiet import paused, release
+from sharp_dagster.lineage.relations import direct_subtypes
 from sharp_dagster.lineage.statements import StatementReader
 from sharp_dagster.lineage.tables import ScriptTables
 
@@ -67,10 +81,18 @@ class LineageParseError(ValueError):
 
 @dataclass
 class ColumnLineage:
-    """One written column (`table.column`) and the source columns its value is computed from (sorted)."""
+    """One written column (`table.column`) and the source columns its value is computed from (sorted).
+
+    `table`/`column` split `target` and `refs` each source into (table, column), since a name may hold a dot
+    (`` `a.b` ``, a path). `transformations` gives each source's OpenLineage subtypes: DIRECT's IDENTITY,
+    TRANSFORMATION, AGGREGATION, or INDIRECT's CONDITIONAL for a column read only in a CASE / IF condition."""
 
     target: str
     sources: list[str]
+    table: str = field(default="", repr=False, compare=False)
+    column: str = field(default="", repr=False, compare=False)
+    refs: list[tuple[str, str]] = field(default_factory=list, repr=False, compare=False)
+    transformations: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
@@ -80,8 +102,13 @@ class ScriptLineage:
     `sources`/`targets` are the real tables read/written (temporary ones hidden), sorted. `columns` lists each
     target column once. `dataset_dependencies` holds the columns that filter, join, group, order or partition the
     rows written (dataset-level, not value-level). `target_sources`/`target_dependencies` give the same per target
-    (for scripts writing several tables); `renames` lists the script's table renames as (old, new), in order. These
-    three are not part of `to_dict()`.
+    (for scripts writing several tables); `renames` lists the script's table renames as (old, new), in order.
+    `dependency_kinds` gives each dependency's OpenLineage INDIRECT subtypes (FILTER, JOIN, GROUP_BY, SORT,
+    WINDOW) and `target_dependency_refs` each target's dependencies as (table, column, subtypes).
+    `unresolved` lists the unqualified column names that several schema-less sources of a query might hold (they
+    get no source rather than a guess); `paths` maps each path dataset among `sources`/`targets` (files read as
+    `parquet.`/x``, directories written by INSERT OVERWRITE DIRECTORY) to its location. These are not part of
+    `to_dict()`.
     """
 
     sources: list[str]
@@ -92,6 +119,12 @@ class ScriptLineage:
     target_sources: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
     target_dependencies: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
     renames: list[tuple[str, str]] = field(default_factory=list, repr=False, compare=False)
+    dependency_kinds: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
+    target_dependency_refs: dict[str, list[tuple[str, str, list[str]]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    unresolved: list[str] = field(default_factory=list, repr=False, compare=False)
+    paths: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -120,10 +153,11 @@ logging.getLogger("sqlglot").addFilter(_DropCommandFallbackWarnings())
 
 
 # --------------------------------------------------------------------------------------------------------------
-def _result(script: ScriptTables, started: float) -> ScriptLineage:
+def _result(script: ScriptTables, started: float, unresolved: set[str]) -> ScriptLineage:
     """The script's lineage once its last statement was read: hidden versions resolved to what they read."""
     memo: dict = {}
-    by_target: dict[str, dict[str, set]] = {}
+    kind_memo: dict = {}
+    by_target: dict[str, dict[str, tuple[set, list[int], set]]] = {}
     t_sources: dict[str, set] = {}
     t_deps: dict[str, set] = {}
     all_sources, _ = script.hidden_closure(script.reads)
@@ -136,30 +170,63 @@ def _result(script: ScriptTables, started: float) -> ScriptLineage:
         all_sources |= tables
         cols = by_target.setdefault(w.name, {})
         for c, srcs in w.cols.items():
-            acc = cols.setdefault(c, set())
+            acc, kind, conds = cols.setdefault(c, (set(), [0], set()))
+            kind[0] |= w.kinds.get(c, 0)
             for s in srcs:
                 acc |= script.expand(s, memo)
+                if type(s[0]) is int:
+                    k, cs = script.expand_kind(s, kind_memo)
+                    kind[0] |= k
+                    conds |= cs
+            for s in w.conds.get(c, ()):
+                conds |= script.expand(s, memo)
         deps = t_deps.setdefault(w.name, set())
-        for d in w.deps | hidden_deps:
-            deps |= script.expand(d, memo)
+        for key, col, dep_kind in w.deps | hidden_deps:
+            for k, n in script.expand((key, col), memo):
+                deps.add((k, n, dep_kind))
         t_sources.setdefault(w.name, set()).update(tables)
     targets = sorted(by_target)
-    columns = [
-        ColumnLineage(f"{tname}.{c}", sorted(f"{k}.{n}" for k, n in srcs))
-        for tname in targets
-        for c, srcs in by_target[tname].items()
-    ]
-    all_deps = set().union(*t_deps.values()) if t_deps else set()
+    columns = [_column(tname, c, *by_target[tname][c]) for tname in targets for c in by_target[tname]]
+    t_refs = {t: _dependencies(t_deps[t]) for t in targets}
+    all_kinds: dict[str, set] = {}
+    for refs in t_refs.values():
+        for k, n, kinds in refs:
+            all_kinds.setdefault(f"{k}.{n}", set()).update(kinds)
     return ScriptLineage(
         sources=sorted(all_sources),
         targets=targets,
         columns=columns,
-        dataset_dependencies=sorted(f"{k}.{n}" for k, n in all_deps),
+        dataset_dependencies=sorted(all_kinds),
         elapsed_ms=(time.perf_counter() - started) * 1000.0,
         target_sources={t: sorted(t_sources[t]) for t in targets},
-        target_dependencies={t: sorted(f"{k}.{n}" for k, n in t_deps[t]) for t in targets},
+        target_dependencies={t: [f"{k}.{n}" for k, n, _ in t_refs[t]] for t in targets},
         renames=list(script.renames),
+        dependency_kinds={d: sorted(k) for d, k in sorted(all_kinds.items())},
+        target_dependency_refs=t_refs,
+        unresolved=sorted(unresolved),
+        paths={n: p for n, p in script.paths.items() if n in all_sources or n in by_target},
     )
+
+
+def _column(table: str, column: str, srcs: set, kind: list[int], conds: set) -> ColumnLineage:
+    """A target column's lineage: sources sorted by their `table.column` names, each with its subtypes."""
+    refs = sorted(srcs, key=lambda s: f"{s[0]}.{s[1]}")
+    direct = direct_subtypes(kind[0])
+    transformations: dict[str, list[str]] = {}
+    for s in refs:
+        name = f"{s[0]}.{s[1]}"
+        transformations[name] = ["CONDITIONAL"] if s in conds else direct
+    return ColumnLineage(
+        f"{table}.{column}", [f"{k}.{n}" for k, n in refs], table, column, refs, transformations
+    )
+
+
+def _dependencies(deps: set) -> list[tuple[str, str, list[str]]]:
+    """(table, column, subtypes) of a target's dependencies, sorted by `table.column`."""
+    by_col: dict[tuple[str, str], set] = {}
+    for k, n, kind in deps:
+        by_col.setdefault((k, n), set()).add(kind)
+    return [(k, n, sorted(by_col[(k, n)])) for k, n in sorted(by_col, key=lambda s: f"{s[0]}.{s[1]}")]
 
 
 _TOKEN_POS = re.compile(r" from (\d+):(\d+)")
@@ -191,6 +258,32 @@ def _parse_error(sql: str, exc: Exception) -> LineageParseError:
     return LineageParseError(msg, line, col)
 
 
+# Spark's `INSERT OVERWRITE [LOCAL] DIRECTORY ['path'] USING fmt [OPTIONS (..., path '...')]`, which sqlglot does not
+# parse, rewritten to the Hive form it does (`... DIRECTORY 'path' STORED AS fmt`); its line breaks are kept so that
+# error positions in later lines stay right.
+_DIRECTORY_USING = re.compile(
+    r"(INSERT\s+OVERWRITE\s+(?:LOCAL\s+)?DIRECTORY)\s*('(?:[^'\\]|\\.)*')?\s*USING\s+(\w+)"
+    r"(\s*OPTIONS\s*\((?:[^()']|'(?:[^'\\]|\\.)*')*\))?",
+    re.IGNORECASE,
+)
+_OPTION_PATH = re.compile(r"""['"`]?path['"`]?\s*=?\s*('(?:[^'\\]|\\.)*')""", re.IGNORECASE)
+
+
+def _directory_using(sql: str) -> str:
+    if "DIRECTORY" not in sql.upper():
+        return sql
+
+    def rewrite(m: re.Match) -> str:
+        location = m.group(2)
+        if location is None and m.group(4):
+            found = _OPTION_PATH.search(m.group(4))
+            location = found.group(1) if found else None
+        location = location or "''"
+        return f"{m.group(1)} {location} STORED AS {m.group(3)}" + "\n" * m.group(0).count("\n")
+
+    return _DIRECTORY_USING.sub(rewrite, sql)
+
+
 _DIALECTS: dict[str, Dialect] = {}
 
 
@@ -206,11 +299,15 @@ def parse_script(
     dialect: str | None = "spark",
     schema: Mapping[str, Mapping[str, str]] | None = None,
     default_target: str | None = None,
+    case_sensitive: bool | None = None,
 ) -> ScriptLineage:
     """Lineage of a SQL script of one or more statements.
 
     `schema` maps a table (as the SQL names it) to its columns, used to expand `SELECT *` and to map INSERT
     outputs by position. With `default_target`, a final bare SELECT is read as INSERT OVERWRITE into that table.
+    `case_sensitive` is Spark's `spark.sql.caseSensitive` (default false: Spark and Hive compare column names,
+    aliases and CTE names case-insensitively; table names always are); a `SET spark.sql.caseSensitive=...` in the
+    script changes it for the statements after it.
     Raises LineageParseError (a ValueError) with line and column when the script does not parse.
     """
     started = time.perf_counter()
@@ -223,12 +320,12 @@ def parse_script(
     with paused():
         _quiet.on = True
         try:
-            statements = _dialect(name).parse(sql)
+            statements = _dialect(name).parse(_directory_using(sql) if name == "spark" else sql)
         except (ParseError, TokenError) as exc:
             raise _parse_error(sql, exc) from exc
         finally:
             _quiet.on = False
-        script = ScriptTables(name, schema)
+        script = ScriptTables(name, schema, case_sensitive)
         reader = StatementReader(script, _dialect(name))
         live = [s for s in statements if s is not None]
         last = len(live) - 1
@@ -237,4 +334,4 @@ def parse_script(
                 reader.statement(st, default_target if i == last else None)
         finally:
             release(live)
-        return _result(script, started)
+        return _result(script, started, reader.walker.unresolved)

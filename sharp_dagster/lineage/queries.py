@@ -14,7 +14,20 @@ from typing import Any
 
 from sqlglot import exp
 
-from sharp_dagster.lineage.relations import EMPTY, Rel, Scope, TableSource
+from sharp_dagster.lineage.kinds import AGG_TYPES, CLAUSE_KINDS, own_kind
+from sharp_dagster.lineage.names import spark_name
+from sharp_dagster.lineage.relations import (
+    AGGREGATION,
+    EMPTY,
+    FILTER,
+    JOIN,
+    TRANSFORMATION,
+    WINDOW,
+    Rel,
+    Scope,
+    TableSource,
+    tagged,
+)
 from sharp_dagster.lineage.tables import ScriptTables
 
 _Column = exp.Column
@@ -29,6 +42,7 @@ _Literal = exp.Literal
 _Ordered = exp.Ordered
 QUERY_TYPES = (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery)
 SETOP_TYPES = (exp.Union, exp.Except, exp.Intersect)
+_If = exp.If
 # Default column names Spark/Hive give generator outputs when a LATERAL VIEW lists no column aliases.
 _LATERAL_DEFAULTS = {"explode": ["col"], "posexplode": ["pos", "col"], "inline": [], "explode_outer": ["col"]}
 
@@ -45,6 +59,11 @@ class QueryWalker:
         self.norm = script.norm
         self.table_name = script.table_name
         self.resolve_table = script.resolve_table
+        self.unresolved: set[str] = set()  # unqualified columns more than one schema-less source might hold
+        # How the value being walked is computed: bits of the columns it reads (`relations` docstring) and the
+        # sources they read only in conditions; `value` sets and reads them around each walk.
+        self.kinds_seen = 0
+        self.conds_seen: set | None = None
 
     def ctes(self, node: exp.Expression, ctes: dict[str, Rel], parent: Scope | None) -> dict[str, Rel]:
         w = node.args.get("with_")
@@ -117,15 +136,22 @@ class QueryWalker:
             rs = right.sources
             for i, name in enumerate(left.names):
                 srcs = set(left.sources[i])
+                kind, conds = left.kinds[i], left.conds[i]
                 if i < len(rs):
                     srcs |= rs[i]
-                rel.add(name, srcs)
+                    kind |= right.kinds[i]
+                    conds = conds | right.conds[i]
+                rel.add(name, srcs, kind, conds)
+            # A later branch with more columns (Spark refuses it; other engines and scripts in the wild do not):
+            # its extra columns are outputs under their own names rather than lost.
+            for j in range(len(left.names), len(rs)):
+                rel.add(right.names[j], set(rs[j]), right.kinds[j], right.conds[j])
         else:
             # EXCEPT / INTERSECT: the right side only decides which left rows survive.
-            for name, srcs in zip(left.names, left.sources, strict=True):
-                rel.add(name, srcs)
+            for i, name in enumerate(left.names):
+                rel.add(name, left.sources[i], left.kinds[i], left.conds[i])
             for srcs in right.sources:
-                rel.deps |= srcs
+                tagged(srcs, FILTER, rel.deps)
         order = node.args.get("order")
         if order is not None:
             self.clause(order, Scope(parent, ctes), rel.deps, rel)
@@ -153,26 +179,23 @@ class QueryWalker:
             t = type(e)
             if t is _Star:
                 for src in scope.sources.values():
-                    for name, srcs in src.expand():
-                        rel.add(name, srcs)
+                    _add_all(rel, src)
                 continue
             if t is _Column and type(e.this) is _Star:
                 src = self.find_source(scope, norm(e.table))
                 if src is not None:
-                    for name, srcs in src.expand():
-                        rel.add(name, srcs)
+                    _add_all(rel, src)
                 continue
-            out: set = set()
-            self.walk(e, scope, out, deps, rel, False)
-            name = e.output_name
-            rel.add(norm(name) if name else f"_c{i}", out)
+            out, kind, conds = self.value(e, scope, deps, rel)
+            name = e.output_name if t is exp.Alias or t is _Column or t is exp.Dot else spark_name(e)
+            rel.add(norm(name) if name else f"_c{i}", out, kind, conds)
 
         for key in ("where", "group", "having", "qualify", "order", "sort", "distribute", "cluster"):
             node = args.get(key)
             if node is not None:
                 self.clause(node, scope, deps, rel)
         for w in args.get("windows") or ():
-            self.walk(w, scope, deps, deps, rel)
+            self.steer(w, scope, deps, rel, WINDOW)
         tables = rel.tables
         tables |= scope.tables
         for src in scope.sources.values():
@@ -186,13 +209,29 @@ class QueryWalker:
         self.add_source(scope, j.this, rel)
         on = j.args.get("on")
         if on is not None:
-            self.walk(on, scope, rel.deps, rel.deps, None)
-        for ident in j.args.get("using") or ():
+            self.steer(on, scope, rel.deps, None, JOIN)
+        using = j.args.get("using")
+        if not using:
+            return
+        sources = list(scope.sources.values())
+        side = str(j.args.get("side") or "").upper()
+        for ident in using:
             name = self.norm(ident.name)
-            for src in scope.sources.values():
+            found = []
+            for src in sources:
                 srcs, certain = src.lookup(name)
                 if srcs is not None:
-                    rel.deps |= srcs
+                    tagged(srcs, JOIN, rel.deps)
+                    found.append(srcs)
+            if found:
+                # The unqualified USING column is one column (Spark: the left side's, the right's in a RIGHT JOIN,
+                # either in a FULL JOIN), not an ambiguous one.
+                if scope.using is None:
+                    scope.using = {}
+                left = scope.using.get(name, found[0])
+                scope.using[name] = (
+                    found[-1] if side == "RIGHT" else set().union(left, found[-1]) if side == "FULL" else left
+                )
 
     def add_source(self, scope: Scope, node: exp.Expression, rel: Rel) -> None:
         t = type(node)
@@ -202,7 +241,7 @@ class QueryWalker:
             # columns of its arguments are dependencies of whatever selects from it.
             fn = Rel()
             fn.synthetic = True
-            self.walk(node.this, scope, rel.deps, rel.deps, None)
+            self.steer(node.this, scope, rel.deps, None, FILTER)
             alias = node.args.get("alias")
             for c in alias.columns if alias is not None else ():
                 fn.add(norm(c.name), set())
@@ -215,7 +254,7 @@ class QueryWalker:
             name = self.table_name(node)
             alias = node.args.get("alias")
             alias_name = norm(alias.name) if alias is not None and alias.name else norm(node.name)
-            cte = scope.ctes.get(name) if node.args.get("db") is None else None
+            cte = scope.ctes.get(norm(node.name)) if node.args.get("db") is None else None
             src: Any
             if cte is not None:
                 src = cte
@@ -233,6 +272,12 @@ class QueryWalker:
             for lat in node.args.get("laterals") or ():
                 self.add_source(scope, lat, rel)
             return
+        if t is _Subquery and (
+            not isinstance(node.this, QUERY_TYPES + (exp.Values,))
+            or (not node.alias and type(node.this) is _Subquery)
+        ):
+            self.parenthesised(scope, node, rel)
+            return
         if t is _Subquery or t in SETOP_TYPES or t is _Select or t is exp.Values:
             sub = self.query(node, scope.ctes, scope.parent)
             rel.deps |= sub.deps
@@ -248,8 +293,25 @@ class QueryWalker:
             rel.deps |= sub.deps
             scope.sources[norm(node.alias) or f"_sub{len(scope.sources)}"] = sub
             return
-        # LATERAL VIEW f(...), UNNEST, table functions: every generated column comes from the function's inputs.
-        func = node.this if t is exp.Lateral else node
+        self.generator(scope, node, rel)
+
+    def parenthesised(self, scope: Scope, node: exp.Subquery, rel: Rel) -> None:
+        """A parenthesised relation, `FROM (tab1)`, `FROM ((a JOIN b ON ...))` or `((SELECT ...) s)`: the relation
+        itself; with an alias (`FROM (a JOIN b ON ...) AS x`) its columns are all those of the relations inside."""
+        if not node.alias:
+            self.add_source(scope, node.this, rel)
+        else:
+            inner = Scope(scope.parent, scope.ctes)
+            self.add_source(inner, node.this, rel)
+            scope.tables |= inner.tables
+            scope.sources[self.norm(node.alias)] = _joined(list(inner.sources.values()))
+        for j in node.args.get("joins") or ():
+            self.join(scope, j, rel)
+
+    def generator(self, scope: Scope, node: exp.Expression, rel: Rel) -> None:
+        """LATERAL VIEW f(...), UNNEST, table functions: every generated column comes from the function's inputs."""
+        norm = self.norm
+        func = node.this if type(node) is exp.Lateral else node
         srcs: set = set()
         self.walk(func, scope, srcs, rel.deps, None)
         alias = node.args.get("alias")
@@ -265,7 +327,7 @@ class QueryWalker:
                 cols = _LATERAL_DEFAULTS.get(fname, ["col"])
         gen = Rel()
         for c in cols:
-            gen.add(c, srcs)
+            gen.add(c, srcs, TRANSFORMATION)
         alias_name = norm(alias.name) if alias is not None and alias.name else f"_gen{len(scope.sources)}"
         scope.sources[alias_name] = gen
 
@@ -277,12 +339,15 @@ class QueryWalker:
             scope = scope.parent
         return None
 
-    def resolve(self, col: exp.Column, scope: Scope, aliases: Rel | None, alias_first: bool) -> set:
+    def resolve(self, col: exp.Column, scope: Scope, aliases: Rel | None) -> set:
         """Source columns a column reference stands for.
 
-        Unqualified names: a source known to have the column wins; then an output alias (first in ORDER BY /
-        GROUP BY / HAVING, after guesses in the select list); then the first source whose columns are unknown;
-        then the enclosing query (correlated subqueries)."""
+        Qualifiers, aliases and names compare as the script's names do (`ScriptTables.norm`: Spark's default
+        case-insensitive resolution unless `spark.sql.caseSensitive`). Unqualified names: a source known to have the
+        column wins; then an earlier output alias (a lateral column alias in the select list, an output name in
+        ORDER BY / GROUP BY / HAVING); then the only source whose columns are unknown (several such sources: the
+        column is unresolved, listed in `unresolved`, never guessed); then the enclosing query (correlated
+        subqueries)."""
         args = col.args
         ident = args["this"]
         name = ident.this if type(ident) is _Identifier else col.name
@@ -295,6 +360,8 @@ class QueryWalker:
             qualifier = norm(qualifier)
             src = self.find_source(scope, qualifier)
             if src is not None:
+                if type(src) is Rel:
+                    self.note(src, name)
                 srcs, _ = src.lookup(name)
                 return srcs if srcs is not None else {(src.key, name)} if type(src) is TableSource else EMPTY
             db = col.args.get("db")
@@ -302,6 +369,8 @@ class QueryWalker:
                 # `alias.struct_col.field`: sqlglot reads the alias as db and the struct column as table.
                 src = self.find_source(scope, norm(db.name))
                 if src is not None:
+                    if type(src) is Rel:
+                        self.note(src, qualifier)
                     srcs, _ = src.lookup(qualifier)
                     return srcs if srcs is not None else EMPTY
             # `struct_col.field` with no alias: the qualifier is really a column.
@@ -309,20 +378,33 @@ class QueryWalker:
         s: Scope | None = scope
         while s is not None:
             guess = None
+            guesses = 0
             for src in s.sources.values():
                 srcs, certain = src.lookup(name)
                 if srcs is not None:
                     if certain:
+                        if type(src) is Rel:
+                            self.note(src, name)
                         return srcs
+                    guesses += 1
                     if guess is None:
                         guess = srcs
-            if aliases is not None and s is scope and (alias_first or guess is None):
+            if s.using is not None and name in s.using:
+                return s.using[name]
+            if aliases is not None and s is scope:
+                # An earlier output alias beats a guess: a lateral column alias (`a + 1 AS b, b * 2 AS c`) in the
+                # select list, an output name in GROUP BY / ORDER BY / HAVING.
                 i = aliases.index.get(name)
                 if i is not None:
+                    self.note(aliases, name)
                     return aliases.sources[i]
-            if guess is not None:
-                # No schema tells which source holds the column: the first source that might is taken.
+            if guesses == 1:
+                # One source whose columns are unknown: it is the only one that can hold the column.
                 return guess
+            if guesses > 1:
+                # Several schema-less sources might hold it: reported as unresolved rather than guessed.
+                self.unresolved.add(name)
+                return EMPTY
             s = s.parent
         return EMPTY
 
@@ -333,9 +415,10 @@ class QueryWalker:
         out: set,
         deps: set,
         aliases: Rel | None,
-        alias_first: bool = True,
+        cond: set | None = None,
     ) -> None:
-        """Add the source columns of `node`'s value to `out` and its row-steering columns to `deps`."""
+        """Add the source columns of `node`'s value to `out` and its row-steering columns to `deps`; with `cond`,
+        the columns of CASE / IF conditions go there instead of `out`."""
         stack = [node]
         pop = stack.pop
         push = stack.append
@@ -344,20 +427,30 @@ class QueryWalker:
             t = type(n)
             if t is _Column:
                 if type(n.this) is not _Star:
-                    out |= self.resolve(n, scope, aliases, alias_first)
+                    out |= self.resolve(n, scope, aliases)
                 continue
             if t is _Window:
                 push(n.this)
                 for p in n.args.get("partition_by") or ():
-                    self.walk(p, scope, deps, deps, aliases)
+                    self.steer(p, scope, deps, aliases, WINDOW)
                 order = n.args.get("order")
                 if order is not None:
-                    self.walk(order, scope, deps, deps, aliases)
+                    self.steer(order, scope, deps, aliases, WINDOW)
                 continue
+            if t is _If and cond is not None:
+                self.walk(n.this, scope, cond, deps, aliases, cond)
+                for key in ("true", "false"):
+                    v = n.args.get(key)
+                    if v is not None:
+                        push(v)
+                continue
+            if t in AGG_TYPES:
+                self.kinds_seen |= AGGREGATION
             if t in QUERY_TYPES:
                 sub = self.query(n, scope.ctes, scope)
-                for srcs in sub.sources:
+                for i, srcs in enumerate(sub.sources):
                     out |= srcs
+                    self.kinds_seen |= sub.kinds[i]
                 deps |= sub.deps
                 scope.tables |= sub.tables
                 continue
@@ -369,22 +462,94 @@ class QueryWalker:
                 elif isinstance(v, _Expr):
                     push(v)
 
+    def value(self, e: exp.Expression, scope: Scope, deps: set, aliases: Rel | None) -> tuple[set, int, Any]:
+        """One output value: (its source columns, how it is computed, the sources read only in its conditions)."""
+        saved = self.kinds_seen, self.conds_seen
+        self.kinds_seen = 0
+        self.conds_seen = None
+        out: set = set()
+        cond: set = set()
+        try:
+            self.walk(e, scope, out, deps, aliases, cond)
+            kind = self.kinds_seen | own_kind(e)
+            seen = self.conds_seen
+        finally:
+            self.kinds_seen, self.conds_seen = saved
+        if seen:
+            cond |= seen
+            value_part = out - seen
+        else:
+            value_part = out
+        only_cond = cond - value_part if cond else EMPTY
+        if cond:
+            out |= cond
+        return out, kind, only_cond
+
+    def note(self, src: Rel, name: str) -> None:
+        """A value reads column `name` of a derived source: it is computed at least the way that column is."""
+        i = src.index.get(name)
+        if i is not None:
+            self.kinds_seen |= src.kinds[i]
+            c = src.conds[i]
+            if c:
+                if self.conds_seen is None:
+                    self.conds_seen = set(c)
+                else:
+                    self.conds_seen |= c
+
+    def steer(self, node: exp.Expression, scope: Scope, deps: set, aliases: Rel | None, kind: str) -> None:
+        """Columns of `node` that steer rows (`kind`: FILTER, JOIN, ...) into `deps`; how the value being walked
+        meanwhile is computed is not theirs to change."""
+        saved = self.kinds_seen, self.conds_seen
+        found: set = set()
+        try:
+            self.walk(node, scope, found, found, aliases)
+        finally:
+            self.kinds_seen, self.conds_seen = saved
+        tagged(found, kind, deps)
+
     def clause(self, node: exp.Expression, scope: Scope, deps: set, rel: Rel) -> None:
         """WHERE / GROUP BY / ORDER BY ...: everything goes to deps; ordinals and output aliases resolve to outputs."""
+        kind = CLAUSE_KINDS.get(type(node), FILTER)
         if isinstance(node, (exp.Group, exp.Order, exp.Sort, exp.Distribute, exp.Cluster)):
             for e in node.expressions:
                 x = e.this if type(e) is _Ordered else e
                 if type(x) is _Literal and x.is_int:
                     i = int(x.this) - 1
                     if 0 <= i < len(rel.sources):
-                        deps |= rel.sources[i]
+                        tagged(rel.sources[i], kind, deps)
                     continue
-                self.walk(x, scope, deps, deps, rel)
+                self.steer(x, scope, deps, rel, kind)
             for key in ("rollup", "cube", "grouping_sets"):
                 for e in node.args.get(key) or ():
-                    self.walk(e, scope, deps, deps, rel)
+                    self.steer(e, scope, deps, rel, kind)
             return
-        self.walk(node, scope, deps, deps, rel)
+        self.steer(node, scope, deps, rel, kind)
+
+
+def _joined(sources: list) -> Any:
+    """The one relation an aliased parenthesised relation stands for: its only source, or all columns of them."""
+    if len(sources) == 1:
+        return sources[0]
+    out = Rel()
+    for src in sources:
+        _add_all(out, src)
+        if type(src) is Rel:
+            out.tables |= src.tables
+            out.deps |= src.deps
+        else:
+            out.tables.add(src.key)
+    return out
+
+
+def _add_all(rel: Rel, src: Any) -> None:
+    """`*` / `t.*`: every column of a source, computed as it is there."""
+    if type(src) is Rel:
+        for i, name in enumerate(src.names):
+            rel.add(name, src.sources[i], src.kinds[i], src.conds[i])
+    else:
+        for name, srcs in src.expand():
+            rel.add(name, srcs)
 
 
 def _rel_of(src: TableSource) -> Rel:
@@ -401,5 +566,5 @@ def _renamed(rel: Rel, names: list[str]) -> Rel:
     out.deps = rel.deps
     out.tables = rel.tables
     for i, srcs in enumerate(rel.sources):
-        out.add(names[i] if i < len(names) else rel.names[i], srcs)
+        out.add(names[i] if i < len(names) else rel.names[i], srcs, rel.kinds[i], rel.conds[i])
     return out

@@ -3,6 +3,11 @@
 A source column is a pair (table_key, column): table_key is a real table name (str) or the index (int) of a table
 version the script wrote earlier (`tables.ScriptTables.writes`), resolved when the script ends, hidden or not. The
 walk (`queries.py`) builds these objects; the statements (`statements.py`) write them into the script's tables.
+
+How an output column is computed (OpenLineage's DIRECT subtypes) is a bit set per column: 0 is IDENTITY (a column
+copied as it is), `TRANSFORMATION` and `AGGREGATION` (both for `sum(a) * 2`). A column's `conds` are the sources
+read only in a CASE / IF condition of its value (OpenLineage's INDIRECT CONDITIONAL). A query's `deps` are
+(table_key, column, subtype) triples, the subtype one of `DEPENDENCY_KINDS` (which clause steers the rows).
 """
 
 from __future__ import annotations
@@ -13,12 +18,31 @@ Key = str | int
 Src = tuple  # (Key, str)
 
 EMPTY: frozenset = frozenset()
+TRANSFORMATION = 1
+AGGREGATION = 2
+FILTER, JOIN, GROUP_BY, SORT, WINDOW = "FILTER", "JOIN", "GROUP_BY", "SORT", "WINDOW"
+DEPENDENCY_KINDS = (FILTER, JOIN, GROUP_BY, SORT, WINDOW)
+
+
+def direct_subtypes(kind: int) -> list[str]:
+    """OpenLineage's DIRECT subtypes of a column computed the way `kind` (a bit set) says."""
+    if not kind:
+        return ["IDENTITY"]
+    return (["TRANSFORMATION"] if kind & TRANSFORMATION else []) + (
+        ["AGGREGATION"] if kind & AGGREGATION else []
+    )
+
+
+def tagged(srcs: set, kind: str, into: set) -> None:
+    """Add source columns (pairs) to a dependency set as triples of `kind`; triples keep their own kind."""
+    for s in srcs:
+        into.add(s if len(s) == 3 else (s[0], s[1], kind))
 
 
 class Rel:
     """The output of a query (or a derived source): ordered columns, each with its source-column set."""
 
-    __slots__ = ("names", "sources", "index", "deps", "tables", "stars", "synthetic")
+    __slots__ = ("names", "sources", "index", "deps", "tables", "stars", "synthetic", "kinds", "conds")
 
     def __init__(self) -> None:
         self.names: list[str] = []
@@ -28,12 +52,16 @@ class Rel:
         self.tables: set = set()
         self.stars: set | None = None  # (key, "*") of unexpanded stars: unknown columns pass through to them
         self.synthetic = False  # columns named by us (VALUES rows), not by the SQL
+        self.kinds: list[int] = []  # per column: how it is computed (module docstring)
+        self.conds: list = []  # per column: its sources read only in a CASE / IF condition
 
-    def add(self, name: str, srcs: set) -> None:
+    def add(self, name: str, srcs: set, kind: int = 0, conds: Any = EMPTY) -> None:
         if name not in self.index:
             self.index[name] = len(self.names)
         self.names.append(name)
         self.sources.append(srcs)
+        self.kinds.append(kind)
+        self.conds.append(conds)
         if name == "*":
             if self.stars is None:
                 self.stars = set()
@@ -80,10 +108,11 @@ class TableSource:
 class Scope:
     """One query's FROM sources by alias, the CTEs it sees, and its enclosing query's scope."""
 
-    __slots__ = ("sources", "parent", "ctes", "tables")
+    __slots__ = ("sources", "parent", "ctes", "tables", "using")
 
     def __init__(self, parent: Scope | None, ctes: dict[str, Rel]):
         self.sources: dict[str, Any] = {}  # alias -> TableSource | Rel, in FROM order
         self.parent = parent  # the enclosing query's scope, for correlated subqueries
         self.ctes = ctes
         self.tables: set = set()  # tables read by subqueries inside expressions
+        self.using: dict[str, Any] | None = None  # JOIN ... USING columns: name -> the sources it stands for

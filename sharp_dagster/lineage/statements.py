@@ -18,7 +18,7 @@ from sqlglot.dialects.dialect import Dialect
 from sharp_dagster.lineage.commands import command_moves
 from sharp_dagster.lineage.gc_quiet import release
 from sharp_dagster.lineage.queries import QUERY_TYPES, SETOP_TYPES, QueryWalker
-from sharp_dagster.lineage.relations import EMPTY, Key, Rel, Scope, TableSource
+from sharp_dagster.lineage.relations import EMPTY, FILTER, JOIN, Key, Rel, Scope, TableSource
 from sharp_dagster.lineage.tables import ScriptTables, Write
 
 _Column = exp.Column
@@ -62,8 +62,10 @@ class StatementReader:
         cols = w.cols
         for i, name in enumerate(names):
             _merge(cols, name, rel.sources[i])
+            w.computed(name, rel.kinds[i], rel.conds[i])
         for j in range(n_dyn):
             _merge(cols, dynamic[j], rel.sources[n_base + j])
+            w.computed(dynamic[j], rel.kinds[n_base + j], rel.conds[n_base + j])
         for name in static:
             _merge(cols, name, EMPTY)
 
@@ -105,10 +107,23 @@ class StatementReader:
             for action in st.args.get("actions") or ():
                 if type(action) is exp.AlterRename and type(action.this) is _Table:
                     self.rename(self.script.table_name(st.this), self.script.table_name(action.this))
+        elif t is exp.Set:
+            self.set_conf(st)
         elif t is exp.Command:
             for move in command_moves(st, self.dialect_obj):
                 self.move(move.kind, self.script.table_name(move.target), self.script.table_name(move.source))
         # USE, SET, ADD JAR (Command), ANALYZE, DROP FUNCTION, DELETE, RENAME COLUMN, ...: no lineage.
+
+    def set_conf(self, st: exp.Set) -> None:
+        """`SET spark.sql.caseSensitive=true|false`: how the statements after it compare names."""
+        for item in st.expressions:
+            eq = item.this if type(item) is exp.SetItem else None
+            if type(eq) is not exp.EQ or eq.this.sql(dialect="spark").lower() != "spark.sql.casesensitive":
+                continue
+            value = eq.expression
+            text = value.name if not isinstance(value, exp.Boolean) else str(value.this)
+            self.script.set_case_sensitive(text.strip().lower() == "true")
+            self.walker.ci = self.script.ci
 
     def insert(self, ins: exp.Insert, from_override: Any = None) -> None:
         target = ins.this
@@ -125,7 +140,14 @@ class StatementReader:
             release([q])
         else:
             rel = self.walker.query(q, ctes, None, from_override) if q is not None else Rel()
-        if type(target) is not _Table:  # INSERT OVERWRITE DIRECTORY: reads only
+        if type(target) is exp.Directory:
+            # INSERT OVERWRITE [LOCAL] DIRECTORY: the files written are a path dataset, columns by output name.
+            stored = ins.args.get("stored")
+            fmt = stored.name if isinstance(stored, exp.FileFormatProperty) else "text"
+            name = self.script.path_dataset(fmt, target.this.name)
+            self.write_rel(self.script.new_write(name, hidden=False), rel, None)
+            return
+        if type(target) is not _Table:
             self.script.reads |= rel.tables
             return
         name = self.script.table_name(target)
@@ -205,7 +227,7 @@ class StatementReader:
         if temporary and file_format and path:
             # `CREATE TEMPORARY VIEW v USING parquet OPTIONS (path '...')`: the view reads those files, named
             # as Spark SQL names a path table (parquet.`/data/x`), so lineage passes through the view to them.
-            files = f"{file_format}.{path}"
+            files = self.script.path_dataset(file_format, path)
             w.tables.add(files)
             if not coldefs:
                 w.cols["*"] = {(files, "*")}
@@ -268,7 +290,7 @@ class StatementReader:
         # Self-references resolve to the target's own name; they are dropped below (no self-loops).
         scope.sources[t_alias] = TableSource(name, None)
         deps: set = set()
-        self.walker.walk(st.args["on"], scope, deps, deps, None)
+        self.walker.steer(st.args["on"], scope, deps, None, JOIN)
         known_target = self.script.target_columns(name)
         w = self.script.target_write(name)
         cols = w.cols
@@ -276,18 +298,18 @@ class StatementReader:
         for when in whens.expressions if whens is not None else ():
             cond = when.args.get("condition")
             if cond is not None:
-                self.walker.walk(cond, scope, deps, deps, None)
+                self.walker.steer(cond, scope, deps, None, FILTER)
             then = when.args.get("then")
             if type(then) is exp.Update:
                 for eq in then.expressions:
                     if type(eq) is _Star:
                         self._merge_star(cols, using_src)
                         continue
-                    out: set = set()
-                    self.walker.walk(eq.expression, scope, out, deps, None)
+                    out, kind, conds = self.walker.value(eq.expression, scope, deps, None)
                     col = self.script.norm(eq.this.name)
                     out.discard((name, col))
                     _merge(cols, col, out)
+                    w.computed(col, kind, conds)
             elif type(then) is exp.Insert:
                 names = then.this
                 values = then.expression.expressions if then.expression is not None else []
@@ -307,10 +329,10 @@ class StatementReader:
                         for i, v in enumerate(values)
                     ]
                 for tname, val in zip(targets, values, strict=False):
-                    out = set()
-                    self.walker.walk(val, scope, out, deps, None)
+                    out, kind, conds = self.walker.value(val, scope, deps, None)
                     if tname is not None:
                         _merge(cols, tname, out)
+                        w.computed(tname, kind, conds)
         w.deps |= {d for d in deps if d[0] != name} | rel.deps
         w.tables |= scope.tables
         if using_src is not None:
@@ -324,7 +346,7 @@ class StatementReader:
     def update(self, st: exp.Update) -> None:
         target = st.this
         name = self.script.table_name(target)
-        scope = Scope(None, {})
+        scope = Scope(None, self.walker.ctes(st, {}, None))
         rel = Rel()
         t_alias = self.script.norm(target.alias) or self.script.norm(target.name)
         scope.sources[t_alias] = TableSource(name, self.script.target_columns(name))
@@ -338,14 +360,14 @@ class StatementReader:
         deps = rel.deps
         w = self.script.target_write(name)
         for eq in st.expressions:
-            out: set = set()
-            self.walker.walk(eq.expression, scope, out, deps, None)
+            out, kind, conds = self.walker.value(eq.expression, scope, deps, None)
             col = self.script.norm(eq.this.name)
             out.discard((name, col))
             _merge(w.cols, col, out)
+            w.computed(col, kind, conds)
         where = st.args.get("where")
         if where is not None:
-            self.walker.walk(where, scope, deps, deps, None)
+            self.walker.steer(where, scope, deps, None, FILTER)
         w.deps |= {d for d in deps if d[0] != name}
         w.tables |= scope.tables
         for alias, src in scope.sources.items():

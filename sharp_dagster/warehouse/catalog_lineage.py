@@ -82,7 +82,7 @@ def sql_table_schema(table: Any, result: ScriptLineage) -> dict[str, str] | None
     beside them and are what downstream SQL filters on, so they belong to the schema too.
     """
     q = table.qualified
-    cols = [c.target[len(q) + 1 :] for c in result.columns if c.target.startswith(q + ".")]
+    cols = [c.column for c in result.columns if c.table == q]
     if not cols or "*" in cols:
         return None
     partition_cols = ("dt", "hour") if getattr(table, "grain", "daily") == "hourly" else ("dt",)
@@ -97,11 +97,6 @@ def project_schemas(catalog: Any, results: Mapping[str, ScriptLineage]) -> dict[
         if known:
             schema[t.qualified] = known
     return schema
-
-
-def _split_column(ref: str) -> tuple[str, str]:
-    table, _, column = ref.rpartition(".")
-    return table, column
 
 
 def _asset_key_str(qualified: str) -> str:
@@ -151,16 +146,15 @@ def build_project_graph(catalog: Any, results: Mapping[str, ScriptLineage] | Non
             for s in result.target_sources.get(target, result.sources):
                 ensure(s)
                 edges.append((datasets[s].urn, turn))
-            for dep in result.target_dependencies.get(target, ()):
-                table, column = _split_column(dep)
+            # The parser's (table, column) pairs, not `table.column` strings split again: a column alias may hold a
+            # dot (`` AS `a.b` ``), which Spark allows.
+            for table, column, _ in result.target_dependency_refs.get(target, ()):
                 ensure(table)
                 dependency_edges.append(((datasets[table].urn, column), turn))
         for col in result.columns:
-            target, tcol = _split_column(col.target)
-            for s in col.sources:
-                table, scol = _split_column(s)
+            for table, scol in col.refs:
                 ensure(table)
-                column_edges.append(((datasets[table].urn, scol), (datasets[target].urn, tcol)))
+                column_edges.append(((datasets[table].urn, scol), (datasets[col.table].urn, col.column)))
     return LineageGraph(datasets.values(), edges, column_edges, dependency_edges)
 
 
@@ -183,11 +177,14 @@ def _job_lineages(sql_dir: str) -> dict[str, JobLineage]:
     for dst, srcs in by_target.items():
         out_cols = schemas.get(dst) or {}
         columns = {c: [f"{s}.{c}" for s in srcs if c in (schemas.get(s) or {})] for c in out_cols}
+        kept = {c: s for c, s in columns.items() if s}
         jobs[key_str(dst)] = JobLineage(
             target=dst,
             inputs=sorted(set(srcs)),
-            columns={c: s for c, s in columns.items() if s},
+            columns=kept,
             input_schemas={s: list(schemas[s]) for s in srcs if s in schemas},
+            # The CDC path copies each column's values as they are.
+            transformations={c: {ref: ["IDENTITY"] for ref in refs} for c, refs in kept.items()},
         )
     return jobs
 
