@@ -52,14 +52,16 @@ class NotAnalysed(SqlRejected):
 
 # ------------------------------------------------------------------------------------------------ confinement
 _conf_lock = threading.Lock()
-_conf_state: dict[int, tuple[int, dict[str, str | None]]] = {}
+_conf_state: dict[str, tuple[int, dict[str, str | None]]] = {}
 
 
 @contextmanager
 def confined(spark) -> Iterator[None]:
     """`CONFINED_CONF` on the session while the block runs, restored by the last of concurrent blocks to leave
     (rules of several assets run in threads sharing the session)."""
-    key = id(spark)
+    key = str(
+        spark._jsparkSession.sessionUUID()
+    )  # one entry per JVM session, whatever Python wrapper holds it
     with _conf_lock:
         depth, saved = _conf_state.get(key, (0, {}))
         if depth == 0:
@@ -85,7 +87,7 @@ def confined(spark) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------------------------------------ verdicts
-_verdicts: dict[tuple[str, str, tuple[str, ...]], SqlRejected | None] = {}
+_verdicts: dict[tuple[str, str, bool, tuple[str, ...]], SqlRejected | None] = {}
 _verdict_lock = threading.Lock()
 _MAX_VERDICTS = 4096
 
@@ -94,7 +96,9 @@ def check_rendered(spark, sql: str, staged: str, reads: Iterable[str] = ()) -> N
     """Judge `sql` (a rule's query, placeholders filled, `${table}` = the `staged` view) once; raise `SqlRejected`
     (a `NotAnalysed` when Spark cannot analyse it) unless Spark's plan of it stays inside the allow-lists."""
     quoted = ".".join(f"`{p}`" for p in staged.split("."))
-    key = (sql.replace(quoted, "${table}"), "." in staged, tuple(sorted({r.lower() for r in reads})))
+    # Per session too: a session's temporary functions and views are part of what its analyzer resolves.
+    session = str(spark._jsparkSession.sessionUUID())
+    key = (session, sql.replace(quoted, "${table}"), "." in staged, tuple(sorted({r.lower() for r in reads})))
     with _verdict_lock:
         if key in _verdicts:
             found = _verdicts[key]

@@ -318,7 +318,7 @@ def test_confined_sets_and_restores_the_session(spark):
 def test_verdicts_are_cached_per_rendered_sql(spark, arena):
     sql = render("SELECT count(1) FROM ${table} WHERE status = 'cached-" + uuid.uuid4().hex + "'")
     check_rendered(spark, sql, STAGED, READS)
-    key = (sql.replace(f"`{STAGED}`", "${table}"), False, READS)
+    key = (str(spark._jsparkSession.sessionUUID()), sql.replace(f"`{STAGED}`", "${table}"), False, READS)
     assert plan_guard._verdicts[key] is None
     bad = render(f"SELECT count(1) FROM ${{table}} WHERE status = {R}")
     for _ in range(2):
