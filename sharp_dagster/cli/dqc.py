@@ -2,7 +2,8 @@
 
 - `dqc report --asset KEY [--limit N] [--png PATH]`: each rule's recent results from `dqc_result` (the database
   at `SHARP_LOG_DB_URL`), optionally as a chart.
-- `dqc rules [--asset KEY]`: the rule files' rules and the SQL they compile to.
+- `dqc rules [--asset KEY] [--spark]`: the rule files' rules and the SQL they compile to; `--spark` also judges
+  each custom_sql rule by Spark's own plan of it (`sharp_dagster.dqc.plan_guard`), as a run would at first use.
 
 Rule files are read from `sharp_dagster/warehouse/quality/*.yaml` unless `--rules-dir` says otherwise. Without
 the warehouse's column schemas at hand, `dqc rules` checks everything but column and asset existence.
@@ -33,6 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rules = sub.add_parser("rules", help="list rules and the SQL they compile to")
     rules.add_argument("--asset", help="only this asset's rules")
     rules.add_argument("--rules-dir", type=Path, default=DEFAULT_RULES_DIR, help="folder of rule YAML files")
+    rules.add_argument(
+        "--spark",
+        action="store_true",
+        help="also judge each custom_sql rule by Spark's plan of it, against the warehouse (starts Spark)",
+    )
     rules.set_defaults(func=cmd_rules)
 
 
@@ -101,4 +107,26 @@ def cmd_rules(args: argparse.Namespace) -> int:
         )
     print()
     print(explain_rules(rules), end="")
+    if args.spark:
+        _spark_check(rules)
     return 0
+
+
+def _spark_check(rules) -> None:
+    """`--spark`: the plan check each custom_sql rule gets at its first use in a run, done now."""
+    import sys
+
+    from sharp_dagster.cli.tables import _settings, _tables
+    from sharp_dagster.dqc.spark_check import check_rules
+
+    verdicts = check_rules(_tables(_settings()).spark, rules)
+    for v in verdicts:
+        line = f"spark check: {v.rule.asset}:{v.rule.id}: {v.status}" + (
+            f" ({v.message})" if v.message else ""
+        )
+        print(line, file=sys.stderr if v.status == "refused" else sys.stdout)
+    refused = [v for v in verdicts if v.status == "refused"]
+    if refused:
+        raise CliError(
+            f"{len(refused)} custom_sql rule(s) refused by Spark's plan check; first: {refused[0].message}"
+        )

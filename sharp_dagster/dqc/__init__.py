@@ -6,7 +6,8 @@ Plain Python + PySpark + SQLAlchemy, no Dagster import. Where things are decided
   rendered; `quoting.py`: literals, identifiers and placeholders in SQL text; `errors.py`: `ParamError`;
 - `rules.py`: the YAML rule format, `load_rules` (all validation), rule version hashes; `context.py`: the run
   context (`RuleContext`) and its placeholder values;
-- `sqlguard.py`: what a `custom_sql` rule may run (`check_custom_sql`);
+- what a `custom_sql` rule may run: `plan_guard.py` (the verdict, on Spark's own plan of it, against
+  `allowlist.py`), `sqlguard.py` (the early sqlglot check at load), `spark_check.py` (`dqc rules --spark`);
 - `compiler.py`: how the rules of one asset partition become one aggregate query (+ per-rule queries);
 - `evaluate.py`: pass/fail/warn verdicts and the quality score;
 - `runner.py`: running on Spark (`RuleRunner`), blocking failures, alerts;

@@ -31,7 +31,8 @@ in `reads:` (a list of `db.table`, on the rule or file-wide next to `asset:`, wh
 
 Functions that reach the JVM or the file system (`reflect`, `java_method`, `read_files`, ...), path-based
 relations (``text.`/etc/passwd` ``) and anything but one SELECT are rejected at load, the error naming the file,
-its line and the rule (`sharp_dagster.dqc.sqlguard`).
+its line and the rule (`sharp_dagster.dqc.sqlguard`); the verdict is Spark's plan of the rendered SQL, judged before
+the rule's query first runs (`sharp_dagster.dqc.plan_guard`).
 
 `severity` defaults to `weak`, `dimension` to the template's own (e.g. uniqueness for duplicate_count), and
 `description` to the template's description. `reconciliation` and `fluctuation` compute their own expectation (`tolerance` param; history bounds), so they
@@ -90,6 +91,15 @@ class RuleError(ValueError):
 
 
 @dataclass(frozen=True)
+class SourceLines:
+    """Where a rule sits in its YAML file (1-based lines), for error messages."""
+
+    rule: int | None = None  # the rule mapping's first line
+    end: int | None = None  # its last line
+    sql: int | None = None  # the first line of `params.sql`'s text
+
+
+@dataclass(frozen=True)
 class Rule:
     """A validated rule. `sql` holds its rendered SQL (run-time placeholders still open)."""
 
@@ -108,6 +118,7 @@ class Rule:
     source: str = ""
     version: str = field(default="", compare=False)
     reads: tuple[str, ...] = ()  # tables a custom_sql rule declared it reads (`reads:`), besides ${table}
+    lines: SourceLines | None = field(default=None, compare=False)  # where it sits in its file (custom SQL)
 
     @property
     def label(self) -> str:
@@ -157,22 +168,25 @@ def rule_version(
 
 
 # ------------------------------------------------------------------------------------------------ loading
-@dataclass(frozen=True)
-class SourceLines:
-    """Where a rule sits in its YAML file (1-based lines), for error messages."""
-
-    rule: int | None = None  # the rule mapping's first line
-    end: int | None = None  # its last line
-    sql: int | None = None  # the first line of `params.sql`'s text
+def locate(rule: Rule, exc: ParamError) -> str:
+    """`file:line` (or the file) of what a check of the rule's rendered SQL refused: Spark's plan carries the
+    line within the SQL, which beats a search for the token (that may stand in a comment before it)."""
+    line = _file_line(rule.lines, rule.source, exc, sql_line_first=True)
+    return f"{rule.source}:{line}" if line else rule.source
 
 
-def _file_line(lines: SourceLines | None, source: str, exc: ParamError) -> int | None:
+def _file_line(
+    lines: SourceLines | None, source: str, exc: ParamError, sql_line_first: bool = False
+) -> int | None:
     """The file line of what a custom SQL check refused: the line of its token inside the rule, else the SQL's
-    own line counted from the start of `params.sql`, else the rule's first line."""
+    own line counted from the start of `params.sql`, else the rule's first line (`sql_line_first`: the SQL's
+    line before the token's)."""
     if lines is None:
         return None
     token = getattr(exc, "token", None)
     start = lines.sql or lines.rule
+    if sql_line_first and lines.sql and getattr(exc, "line", None):
+        return lines.sql + exc.line - 1
     if token and start and lines.end:
         try:
             text = Path(source).read_text(encoding="utf-8").splitlines()
@@ -287,6 +301,12 @@ def build_rule(
     limit = raw.get("sample_limit")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise fail(f"sample_limit must be a non-negative integer, got {limit!r}")
+    if lines is not None and lines.sql and template.name == "custom_sql":
+        # The rendered SQL is the text stripped (templates.py): count its lines from its first non-blank one.
+        text = str(params["sql"])
+        lines = SourceLines(
+            lines.rule, lines.end, lines.sql + text[: len(text) - len(text.lstrip())].count("\n")
+        )
     description = raw.get("description") or template.description
     return Rule(
         id=rid,
@@ -304,6 +324,7 @@ def build_rule(
         source=source,
         version=rule_version(template, sql, params, expect, comparator, severity),
         reads=reads,
+        lines=lines,
     )
 
 

@@ -15,6 +15,7 @@ seed 001 runs different tables' SQL in parallel.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -27,14 +28,17 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sharp_dagster.dqc.compiler import (
     DEFAULT_SAMPLE_LIMIT,
+    CompiledPlan,
     CompiledRule,
     compile_rules,
     grouped_scan_query,
 )
 from sharp_dagster.dqc.context import RuleContext
 from sharp_dagster.dqc.evaluate import RuleResult, Verdict, judge, judge_error, quality_score
+from sharp_dagster.dqc.plan_guard import check_rendered, confined
 from sharp_dagster.dqc.quoting import IDENTIFIER, quote_table
-from sharp_dagster.dqc.rules import Rule
+from sharp_dagster.dqc.rules import Rule, locate
+from sharp_dagster.dqc.sqlguard import SqlRejected
 from sharp_dagster.dqc.store import DqcStore, keys_to_json
 
 __all__ = [
@@ -129,12 +133,14 @@ class RuleRunner:
             raise ValueError(
                 f"{asset_key}: partition {partition_key!r} but the context says {ctx.partition_key!r}"
             )
-        view_name, temporary = self._view(view)
-        try:
-            results = self._run(asset_key, partition_key, view_name, rules, ctx)
-        finally:
-            if temporary:
-                self.spark.catalog.dropTempView(view_name)
+        # Rules' queries run (and are judged) with Spark's path relations and variable substitution off.
+        with confined(self.spark):
+            view_name, temporary = self._view(view)
+            try:
+                results = self._run(asset_key, partition_key, view_name, rules, ctx)
+            finally:
+                if temporary:
+                    self.spark.catalog.dropTempView(view_name)
         if self.store is not None:
             self.store.save(results)
         return results
@@ -163,13 +169,16 @@ class RuleRunner:
             raise ValueError(f"rules of another asset passed for {asset_key}: {', '.join(others)}")
         if not rules:
             return [[] for _ in partitions]
+        with confined(self.spark):
+            return self._run_range(asset_key, partitions, rows, group_by, group_values, rules, stop)
+
+    def _run_range(
+        self, asset_key, partitions, rows, group_by, group_values, rules, stop
+    ) -> list[list[RuleResult]]:
         views = [self._view(df)[0] for _, df, _ in partitions]
         range_view = self._view(rows)[0]
         try:
-            plans = [
-                compile_rules(rules, v, ctx, self.sample_limit)
-                for v, (_, _, ctx) in zip(views, partitions, strict=True)
-            ]
+            plans = [self._compile(rules, v, ctx) for v, (_, _, ctx) in zip(views, partitions, strict=True)]
             grouped = self._grouped_scan(plans, range_view, list(group_by), list(group_values))
             known = self._scalars_at_once(plans)
             out: list[list[RuleResult]] = []
@@ -255,6 +264,21 @@ class RuleRunner:
         return out
 
     # ------------------------------------------------------------------------------------------ internals
+    def _compile(self, rules: list[Rule], view: str, ctx: RuleContext) -> CompiledPlan:
+        """`compile_rules`, each custom SQL then judged by Spark's own plan of its rendered text
+        (`plan_guard.check_rendered`, once per text): a refused one becomes the rule's error and never runs."""
+        plan = compile_rules(rules, view, ctx, self.sample_limit)
+        items = []
+        for item in plan.rules:
+            if item.rule.template == "custom_sql" and item.query and not item.error:
+                try:
+                    check_rendered(self.spark, item.query, view, item.rule.reads)
+                except SqlRejected as exc:
+                    error = f"{locate(item.rule, exc)}: rule {item.rule.id!r}: custom sql refused: {exc}"
+                    item = CompiledRule(rule=item.rule, alias=None, error=error)
+            items.append(item)
+        return dataclasses.replace(plan, rules=tuple(items))
+
     def _view(self, view: str | DataFrame) -> tuple[str, bool]:
         if isinstance(view, DataFrame):
             name = f"dqc_{uuid.uuid4().hex[:12]}"
@@ -299,7 +323,7 @@ class RuleRunner:
     ) -> list[RuleResult]:
         """`scanned`: the scan's values and cost when a grouped scan measured them already (`run_range`); `known`:
         the own queries' scalars run already (`_scalars_at_once`)."""
-        plan = compile_rules(rules, view, ctx, self.sample_limit)
+        plan = self._compile(rules, view, ctx)
         scan_values: dict[str, Any] = {}
         scan_error: str | None = None
         scan_ms = 0.0

@@ -1,8 +1,12 @@
-"""What a `custom_sql` rule may run: one SELECT over the staged rows and the tables its rule file declares.
+"""The early, Spark-free check of a `custom_sql` rule: one SELECT over the staged rows and the declared tables.
 
 A rule file is code a data engineer writes, but it runs inside the pipeline's Spark session, which can reach the
-JVM, the file system and the environment. Before a custom SQL is accepted (at load, again at compile) its sqlglot
-AST is walked and everything outside this allow-list is rejected, naming what and where (line of the SQL):
+JVM, the file system and the environment. **The verdict is not this module's**: sqlglot's tokenizer is not Spark's
+(a `--` line comment ending in a backslash goes on over the next line in Spark, not in sqlglot), so before a rule's
+query runs, `plan_guard.py` judges Spark's own parsed and analysed plan of it against `allowlist.py`. This module
+only gives the friendly message at load, where the code location has no Spark session: its sqlglot AST is walked and
+everything outside this list is rejected, naming what and where (line of the SQL); any failure of sqlglot itself (a
+tokenizer error, too deep a nesting) is a one-line refusal too:
 
 * exactly one statement, a query (SELECT / set operation / CTE), no DDL, DML, SET, ADD JAR or the like;
 * relations: the staged rows (`${table}`), the query's own CTEs, and `db.table` names listed in the rule's
@@ -13,8 +17,8 @@ AST is walked and everything outside this allow-list is rejected, naming what an
   `java_method`, `try_reflect`, `read_files`, `IDENTIFIER(...)`, ...) and `TRANSFORM ... USING` (runs a shell
   command) are refused wherever they appear.
 
-The allow-list on relations is what keeps data in; the function deny-list closes the side doors a SELECT has in
-Spark. Spark's `spark.sql.runSQLOnFiles=false` would be a second lock on path relations (session setting).
+CTE names count only in their scope (a CTE sees the ones defined before it, a query's body all of its own). What
+remains trusted, and the session settings a rule runs under, are in `plan_guard.py`'s docstring.
 """
 
 from __future__ import annotations
@@ -114,7 +118,13 @@ def check_custom_sql(text: str, reads: Iterable[str] = ()) -> None:
     if "${" in probe:
         # e.g. ${spark.app.name}: Spark's own variable substitution would expand it; only ours are allowed.
         raise ParamError("custom sql: only ${name} placeholders of the run context are allowed")
-    check_select(probe, reads)
+    try:
+        check_select(probe, reads)
+    except ParamError:
+        raise
+    except (Exception, RecursionError) as exc:  # noqa: BLE001 - sqlglot's tokenizer errors, too deep a nesting
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise SqlRejected(f"custom sql cannot be read: {type(exc).__name__}: {first}") from None
 
 
 def check_select(probe: str, reads: Iterable[str] = ()) -> None:
@@ -154,9 +164,28 @@ def check_select(probe: str, reads: Iterable[str] = ()) -> None:
                 name,
             )
 
-    ctes = {cte.alias_or_name.lower() for cte in stmt.find_all(exp.CTE)}
     for table in stmt.find_all(exp.Table):
-        _check_relation(table, probe, ctes, allowed)
+        _check_relation(table, probe, _ctes_in_scope(table), allowed)
+
+
+def _ctes_in_scope(table) -> set[str]:
+    """The CTE names visible where `table` stands: in a CTE's body only the CTEs defined before it (Spark does not
+    let a CTE see itself or later ones), in a query's body all of its CTEs, and so on outwards."""
+    from sqlglot import exp
+
+    names: set[str] = set()
+    child, node = table, table.parent
+    while node is not None:
+        if isinstance(node, exp.With):
+            ctes = list(node.expressions)
+            upto = ctes.index(child) if child in ctes else len(ctes)
+            names.update(c.alias_or_name.lower() for c in ctes[:upto])
+        else:
+            with_ = node.args.get("with_", node.args.get("with"))  # the key is `with_` in sqlglot >= 28
+            if isinstance(with_, exp.With) and with_ is not child:
+                names.update(c.alias_or_name.lower() for c in with_.expressions)
+        child, node = node, node.parent
+    return names
 
 
 def _check_relation(table, probe: str, ctes: set[str], allowed: set[str]) -> None:
@@ -200,7 +229,7 @@ def _check_relation(table, probe: str, ctes: set[str], allowed: set[str]) -> Non
         return
     declared = ", ".join(sorted(allowed)) or "none"
     raise SqlRejected(
-        f"custom sql reads {shown}, which is neither ${{table}}, one of its CTEs, nor a table the rule declares "
+        f"custom sql reads {shown}, which is neither ${{table}}, a CTE in scope, nor a table the rule declares "
         f"in 'reads:' (declared: {declared})",
         line,
         names[-1],
