@@ -7,7 +7,9 @@ operations, joins, ...), SHOW and DESCRIBE commands, and EXPLAIN / DESCRIBE QUER
 refused with the command that does it properly: writes and DDL change published tables without the job log
 knowing (the next downstream run then reads a partition that is gone), `CALL` runs Iceberg procedures such as
 `rollback_to_snapshot`, and session commands (SET, USE, ADD JAR, CACHE, ...) have no effect on a one-query process
-or load code. A node Spark adds in a later version is refused until it is judged and listed here.
+or load code. A node Spark adds in a later version is refused until it is judged and listed here. The functions
+that call a Java method by name (`reflect`, `java_method`, `try_reflect`) are refused too: through them a query
+could do whatever a static method does.
 
 While the query runs, `spark.sql.runSQLOnFiles` is off (no ``parquet.`/any/path` `` relation reaches a file beside
 the warehouse) and `${...}` variable substitution is off (the text parsed is the text judged).
@@ -43,6 +45,8 @@ METADATA_NODES = frozenset(
         "UnresolvedTable", "UnresolvedFunctionName",
     }
 )  # fmt: skip
+# Functions that call any static Java method by name: a query using them could do anything a method can.
+JAVA_CALLS = frozenset({"reflect", "java_method", "try_reflect"})
 # Commands that wrap a query: allowed when the query they wrap is (the wrapped plan is not one of their children).
 WRAPPERS = {"ExplainCommand": "logicalPlan", "DescribeQueryCommand": "plan"}
 
@@ -91,6 +95,23 @@ def _nodes(plan: Any) -> Iterator[Any]:
         stack.extend(_seq(node.subqueries()))
 
 
+def _calls_java(node: Any) -> str | None:
+    """The first function of the node's expressions that calls a Java method by name (a read-only query cannot
+    judge what that method does), or whose name is computed (`IDENTIFIER(...)(...)`) and so cannot be judged."""
+    stack = _seq(node.expressions())
+    while stack:
+        expr = stack.pop()
+        kind = expr.getClass().getSimpleName()
+        if kind == "ExpressionWithUnresolvedIdentifier":
+            return "IDENTIFIER(...) as a function name"
+        if kind == "UnresolvedFunction":
+            name = str(_seq(expr.nameParts())[-1]).lower()
+            if name in JAVA_CALLS:
+                return name
+        stack.extend(_seq(expr.children()))
+    return None
+
+
 def refusal(plan: Any) -> str | None:
     """Why `plan` (a parsed, unresolved Spark plan) is not a read-only query; None when it is one."""
     name = plan.getClass().getSimpleName()
@@ -104,6 +125,9 @@ def refusal(plan: Any) -> str | None:
                 (a for words, a in _ADVICE if any(w in kind.lower() for w in words)), _DEFAULT_ADVICE
             )
             return f"`sql` is read-only and this statement is not a query ({kind}): {advice}"
+        java = _calls_java(node)
+        if java:
+            return f"`sql` is read-only and {java} runs a Java method of its choosing: {_DEFAULT_ADVICE}"
     return None
 
 

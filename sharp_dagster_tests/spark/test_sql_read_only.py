@@ -91,6 +91,10 @@ WRITES = [
     ("execute immediate 'drop table ods.orders'", "runs one query"),
     ("select transform(id) using 'cat' as (x) from ods.orders", "runs one query"),
     ("select 1; drop table ods.orders", "SQL failed"),
+    ("select reflect('java.lang.System', 'exit', 3)", "reflect"),
+    ("select id from ods.orders where JAVA_METHOD('java.lang.Thread', 'sleep', 1L) is null", "java_method"),
+    ("select * from (select try_reflect('java.lang.System', 'getenv', 'HOME') as h)", "try_reflect"),
+    ("select identifier('reflect')('java.lang.System', 'exit', 3)", "IDENTIFIER"),
     ("begin drop table ods.orders; end", ""),
 ]
 
