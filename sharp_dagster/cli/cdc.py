@@ -239,16 +239,9 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry point (`python -m sharp_dagster.cli.cdc collect ...`)."""
-    from sharp_dagster.cli.main import CliError
+    from sharp_dagster.cli.main import main as cli_main
 
-    parser = argparse.ArgumentParser(prog="sharp-dagster")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["cdc", *(argv if argv is not None else sys.argv[1:])])
-    try:
-        return int(args.func(args) or 0)
-    except CliError as exc:
-        print(f"sharp-dagster: error: {exc}", file=sys.stderr)
-        return 2
+    return cli_main(["cdc", *(argv if argv is not None else sys.argv[1:])])
 
 
 if __name__ == "__main__":
