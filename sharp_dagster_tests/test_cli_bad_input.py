@@ -115,6 +115,13 @@ CASES = [
     (["log", "status"], {"SHARP_LOG_DB_URL": DOWN + "?sslmode=nonsense"}, "sslmode"),
     (["log", "status"], {"SHARP_LOG_DB_URL": "sqlite:///{data}/no/such/folder/log.db"}, "does not exist"),
     (["log", "status"], {"SHARP_LOG_DB_URL": DOWN}, "cannot reach the job-log database"),
+    (["log", "status"], {"SHARP_LOG_DB_URL": "sqlite:///{data}/sharp_log_typo.db"}, "no job-log database at"),
+    (["log", "takeover", "x"], {"SHARP_LOG_DB_URL": "sqlite:///{data}/typo.db"}, "no job-log database at"),
+    (
+        ["dqc", "report", "--asset", "dwd/order_detail"],
+        {"SHARP_LOG_DB_URL": "sqlite:///{data}/t.db"},
+        "no job-log",
+    ),
     (["log", "plan", "--asset", "nope/table"], {}, "unknown asset"),
     (["log", *RERUN, "2024-02-30", "--to", "2024-03-01"], {}, "not a date"),
     (["log", *RERUN, "2024-01-03", "--to", "2024-01-01"], {}, "empty range"),

@@ -2,7 +2,8 @@
 
 A URL SQLAlchemy cannot read, a driver that is not installed or rejects an option, a server that does not
 answer: each is refused before the command changes anything, naming the URL without its secrets. A SQLite file
-whose folder does not exist is refused too: a typo in `SHARP_LOG_DB_URL` must not create folders anywhere.
+whose folder does not exist is refused too (a typo in `SHARP_LOG_DB_URL` must not create folders anywhere), and a
+SQLite file that does not exist when a command reads the job log.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
 
 
-def check_log_db_url(url: str) -> None:
-    """Refuse a URL before any engine is built (and before make_engine creates a SQLite file's folder)."""
+def check_log_db_url(url: str, must_exist: bool = False) -> None:
+    """Refuse a URL before any engine is built (and before make_engine creates a SQLite file's folder). With
+    `must_exist`, a SQLite file that is not there is refused too: a command that reads the job log (or changes what
+    it holds) must not create an empty one where a typo points."""
     from sharp_dagster.db import BadDatabaseUrl, check_url
 
     try:
@@ -41,6 +44,11 @@ def check_log_db_url(url: str) -> None:
         folder = Path(url.removeprefix("sqlite:///").split("?", 1)[0]).parent
         if not folder.is_dir():
             raise CliError(f"SHARP_LOG_DB_URL: the folder of the SQLite job log does not exist: {folder}")
+        path = Path(url.removeprefix("sqlite:///").split("?", 1)[0])
+        if must_exist and not path.is_file():
+            raise CliError(
+                f"no job-log database at {path} (SHARP_LOG_DB_URL): nothing has run against it yet"
+            )
 
 
 def _engine(url: str) -> Engine:
@@ -61,7 +69,7 @@ def open_engine(url: str, what: str = "job-log database") -> Engine:
     """A connected engine for `url` (one connection is tried, so a server that is down is said now)."""
     from sharp_dagster.settings import redact_url
 
-    check_log_db_url(url)
+    check_log_db_url(url, must_exist=True)
     try:
         engine = _engine(url)
         with engine.connect():
@@ -79,7 +87,7 @@ def open_job_log(url: str | None = None, prefix: str = "") -> JobLog:
 
     url = log_db_url(url)
     try:
-        check_log_db_url(url)
+        check_log_db_url(url, must_exist=True)
         return JobLog(_engine(url))
     except CliError as exc:
         raise CliError(f"{prefix}{exc}") from None

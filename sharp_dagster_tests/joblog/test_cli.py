@@ -142,6 +142,7 @@ def test_takeover(project, history, capsys):
 )
 def test_errors_are_one_line(project, tmp_path, capsys, argv, expected):
     url = f"sqlite:///{tmp_path / 'cli.db'}"
+    JobLog(url)  # an empty job log: the commands read one that exists
     code, out, err = run_cli(capsys, "log", "--db-url", url, *argv)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and expected in err
