@@ -153,8 +153,25 @@ def read_only_conf(spark: Any) -> Iterator[None]:
                 spark.conf.set(key, value)
 
 
-def check_read_only(spark: Any, text: str) -> None:
-    """Raise CliError unless `text` is one query Spark would run as such (parse errors are Spark's own message)."""
+def judged_query(spark: Any, text: str) -> Any:
+    """The DataFrame of `text` if it is one read-only query, else CliError (a parse error is Spark's own message).
+
+    The plan that runs is the plan that was judged (`Dataset.ofRows` of it): `spark.sql(text)` would parse the text
+    a second time, by its script parser when SQL scripting is on."""
+    from pyspark.sql import DataFrame
+
+    from sharp_dagster.cli.tables import sql_error
+
+    plan = check_read_only(spark, text)
+    try:  # analysis (and SHOW/DESCRIBE's execution) happens here
+        jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
+    except Exception as exc:  # noqa: BLE001 - a Py4J error carrying Spark's AnalysisException
+        raise CliError(f"SQL failed: {sql_error(exc)}") from None
+    return DataFrame(jdf, spark)
+
+
+def check_read_only(spark: Any, text: str) -> Any:
+    """The parsed plan of `text`; CliError unless it is one query (parse errors are Spark's own message)."""
     from sharp_dagster.cli.tables import sql_error
 
     try:
@@ -164,3 +181,4 @@ def check_read_only(spark: Any, text: str) -> None:
     why = refusal(plan)
     if why:
         raise CliError(why)
+    return plan

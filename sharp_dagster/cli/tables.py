@@ -176,7 +176,7 @@ def _utc(ts: Any) -> str:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from sharp_dagster.cli.readonly_sql import check_read_only, read_only_conf
+    from sharp_dagster.cli.readonly_sql import judged_query, read_only_conf
 
     if not args.statement.strip():
         raise CliError("empty SQL statement")
@@ -185,9 +185,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     with read_only_conf(tables.spark):
-        check_read_only(tables.spark, args.statement)
+        df = judged_query(tables.spark, args.statement)
         try:
-            df = tables.spark.sql(args.statement)
             headers = list(df.columns)
             rows = df.limit(args.limit + 1).collect() if headers else []
         except Exception as exc:

@@ -260,7 +260,11 @@ def serve(
     server = make_server(graph, host, port, allowed_hosts)
     tune_process()
     if host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"warning: listening on {host}, beyond loopback: the explorer has no login", file=sys.stderr)
+        print(
+            f"warning: listening on {host}, beyond loopback: the explorer has no login; it answers only requests "
+            f"whose Host header is a loopback name, {host} or a name given with --allow-host",
+            file=sys.stderr,
+        )
     if not (STATIC_DIR / VENDOR_FILES["echarts.min.js"]).is_file():
         print(f"warning: the page cannot draw graphs yet: {NPM_HINT}", file=sys.stderr, flush=True)
     print(f"lineage explorer serving {len(graph)} datasets on {server.url}", flush=True)
