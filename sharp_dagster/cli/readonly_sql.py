@@ -1,8 +1,8 @@
 """`sharp-dagster sql` runs queries only: the statement is judged by Spark's own parser before anything runs.
 
-The text is parsed with the session's parser (`sessionState.sqlParser.parsePlan`, the same call `spark.sql` makes,
-with the same variable substitution), and the parsed plan is walked node by node, subqueries and CTE bodies
-included. Every node must be on an allow-list: the operators of a query (SELECT, WITH, VALUES, TABLE, set
+The text is parsed with the session's parser (`sessionState.sqlParser.parsePlan`), the parsed plan is walked node
+by node, subqueries and CTE bodies included, and the plan that runs is that same plan (`Dataset.ofRows`): the text
+is never parsed a second time. Every node must be on an allow-list: the operators of a query (SELECT, WITH, VALUES, TABLE, set
 operations, joins, ...), SHOW and DESCRIBE commands, and EXPLAIN / DESCRIBE QUERY of such a query. Anything else is
 refused with the command that does it properly: writes and DDL change published tables without the job log
 knowing (the next downstream run then reads a partition that is gone), `CALL` runs Iceberg procedures such as
@@ -12,7 +12,7 @@ that call a Java method by name (`reflect`, `java_method`, `try_reflect`) are re
 could do whatever a static method does.
 
 While the query runs, `spark.sql.runSQLOnFiles` is off (no ``parquet.`/any/path` `` relation reaches a file beside
-the warehouse) and `${...}` variable substitution is off (the text parsed is the text judged).
+the warehouse) and `${...}` variable substitution is off (the parser reads the text as written).
 """
 
 from __future__ import annotations
