@@ -118,6 +118,9 @@ def test_log_status_on_an_empty_job_log_imports_no_spark_or_dagster(tmp_path):
         "SHARP_DATA_DIR": str(tmp_path),
         "SHARP_LOG_DB_URL": f"sqlite:///{tmp_path / 'log.db'}",
     }
+    from sharp_dagster.joblog.store import JobLog
+
+    JobLog(env["SHARP_LOG_DB_URL"])  # created and migrated: the command reads a job log, it makes none
     res = run_fresh(["log", "status"], ORCHESTRATION + ["sqlalchemy"], env=env)
     assert res["code"] == 0
     assert res["stdout"] == "no runs in the job log\n"

@@ -23,6 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from sharp_dagster.cli.args import float_range, int_range, new_file
+
 # The engines (the config's YAML, the collector's MySQL/Kafka clients, Spark for `land`) are imported inside the
 # commands, so that registering this group costs nothing to every other `sharp-dagster` call.
 
@@ -47,21 +49,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--database", action="append", help="capture only this configured database (repeatable)"
     )
     collect.add_argument("--host", default="127.0.0.1")
-    collect.add_argument("--port", type=int, default=3306)
+    collect.add_argument("--port", type=int_range(1, 65535), default=3306)
     collect.add_argument(
         "--user", default="root", help=f"MySQL user; the password comes from ${PASSWORD_ENV}"
     )
     collect.add_argument("--bootstrap-servers", required=True)
-    collect.add_argument("--state-file", required=True, help="where the resume position is saved")
+    collect.add_argument(
+        "--state-file",
+        required=True,
+        type=new_file,
+        help="where the resume position is saved (folder must exist)",
+    )
     collect.add_argument("--once", action="store_true", help="stop at the current end of the binlog")
     collect.add_argument(
         "--start", default="earliest", help="first run only: earliest, current, a GTID position or file:pos"
     )
     collect.add_argument(
-        "--flush-every", type=int, default=5000, help="flush and save after this many messages"
+        "--flush-every",
+        type=int_range(1, 10_000_000),
+        default=5000,
+        help="flush and save after this many messages",
     )
-    collect.add_argument("--flush-interval", type=float, default=1.0, help="... or after this many seconds")
-    collect.add_argument("--heartbeat-interval", type=float, default=30.0)
+    collect.add_argument(
+        "--flush-interval", type=float_range(0, 3600), default=1.0, help="... or after this many seconds"
+    )
+    collect.add_argument("--heartbeat-interval", type=float_range(0, 86400), default=30.0)
     collect.set_defaults(func=cmd_collect)
 
     land = sub.add_parser("land", help="land a binlog topic into original_binlog.<db> and write done markers")
@@ -69,7 +81,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     land.add_argument("--database", required=True)
     land.add_argument("--bootstrap-servers", required=True)
     land.add_argument(
-        "--state-file", required=True, help="JSON with the offsets and watermarks of the last run"
+        "--state-file",
+        required=True,
+        type=new_file,
+        help="JSON with the offsets and watermarks of the last run (its folder must exist)",
     )
     land.add_argument("--warehouse", help="warehouse folder (default: SHARP_WAREHOUSE_DIR / settings)")
     land.set_defaults(func=cmd_land)
@@ -307,16 +322,31 @@ def _selected(source, databases: list[str] | None):
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """The landing's state file, its shape checked before Spark starts: partition -> offset / watermark numbers."""
     if not path.exists():
         return {}
     try:
-        return json.loads(path.read_text())
-    except ValueError as exc:
-        raise _cli_error(f"{path}: not valid JSON: {exc}") from None
+        state = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise _cli_error(f"{path}: not a readable JSON state file: {exc}") from None
+    if not isinstance(state, dict):
+        raise _cli_error(f"{path}: the state file must hold a JSON object, not {type(state).__name__}")
+    for key in ("offsets", "watermarks"):
+        value = state.get(key, {})
+        # A partition without any event yet has no watermark (null).
+        ok = isinstance(value, dict) and all(
+            str(p).isdigit() and (type(v) is int or (v is None and key == "watermarks"))
+            for p, v in value.items()
+        )
+        if not ok:
+            raise _cli_error(f"{path}: {key!r} must map partition numbers to whole numbers")
+    first = state.get("first_event_ts_ms")
+    if first is not None and type(first) is not int:
+        raise _cli_error(f"{path}: 'first_event_ts_ms' must be a whole number of milliseconds")
+    return state
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".land.", dir=path.parent)
     with os.fdopen(fd, "w") as fh:
         json.dump(data, fh, indent=2, sort_keys=True)
@@ -325,16 +355,9 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry point (`python -m sharp_dagster.cli.cdc collect ...`)."""
-    from sharp_dagster.cli.main import CliError
+    from sharp_dagster.cli.main import main as cli_main
 
-    parser = argparse.ArgumentParser(prog="sharp-dagster")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["cdc", *(argv if argv is not None else sys.argv[1:])])
-    try:
-        return int(args.func(args) or 0)
-    except CliError as exc:
-        print(f"sharp-dagster: error: {exc}", file=sys.stderr)
-        return 2
+    return cli_main(["cdc", *(argv if argv is not None else sys.argv[1:])])
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@
 - `dqc rules [--asset KEY] [--spark]`: the rule files' rules and the SQL they compile to; `--spark` also judges
   each custom_sql rule by Spark's own plan of it (`sharp_dagster.dqc.plan_guard`), as a run would at first use.
 
-Rule files are read from `sharp_dagster/warehouse/quality/*.yaml` unless `--rules-dir` says otherwise. Without
-the warehouse's column schemas at hand, `dqc rules` checks everything but column and asset existence.
+Rule files are read from the folder the code location loads them from, `quality/` of the warehouse's SQL folder
+(`SHARP_WAREHOUSE_SQL_DIR`, default `sharp_dagster/warehouse/`), unless `--rules-dir` says otherwise. Without the
+warehouse's column schemas at hand, `dqc rules` checks everything but column and asset existence.
 """
 
 from __future__ import annotations
@@ -14,10 +15,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from sharp_dagster.cli.args import existing_dir, int_range, new_file
 from sharp_dagster.cli.main import CliError
-from sharp_dagster.settings import WAREHOUSE_SQL_DIR, Settings
+from sharp_dagster.settings import warehouse_sql_dir
 
-DEFAULT_RULES_DIR = WAREHOUSE_SQL_DIR / "quality"
+
+def rules_dir(args: argparse.Namespace) -> Path:
+    """`--rules-dir`, or the folder `sharp_dagster.definitions` loads the rules from (read when the command runs)."""
+    return args.rules_dir if args.rules_dir is not None else warehouse_sql_dir() / "quality"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,14 +31,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     report = sub.add_parser("report", help="recent rule results of an asset (text, optional PNG chart)")
     report.add_argument("--asset", required=True, help="asset key, e.g. dwd/order_detail")
-    report.add_argument("--limit", type=int, default=14, help="newest partitions to show (default 14)")
-    report.add_argument("--png", type=Path, help="also write a chart to this PNG file")
-    report.add_argument("--rules-dir", type=Path, default=DEFAULT_RULES_DIR, help=argparse.SUPPRESS)
+    report.add_argument(
+        "--limit", type=int_range(1, 10_000), default=14, help="newest partitions to show (default 14)"
+    )
+    report.add_argument(
+        "--png", type=new_file, help="also write a chart to this PNG file (its folder must exist)"
+    )
+    report.add_argument("--rules-dir", type=existing_dir, default=None, help=argparse.SUPPRESS)
     report.set_defaults(func=cmd_report)
 
     rules = sub.add_parser("rules", help="list rules and the SQL they compile to")
     rules.add_argument("--asset", help="only this asset's rules")
-    rules.add_argument("--rules-dir", type=Path, default=DEFAULT_RULES_DIR, help="folder of rule YAML files")
+    rules.add_argument(
+        "--rules-dir",
+        type=existing_dir,
+        default=None,
+        help="folder of rule YAML files (default: quality/ of SHARP_WAREHOUSE_SQL_DIR, as the code location)",
+    )
     rules.add_argument(
         "--spark",
         action="store_true",
@@ -66,16 +80,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     # Imported here, not at the top: SQLAlchemy (and matplotlib for --png) are only needed by this command.
     from sqlalchemy import inspect
 
-    from sharp_dagster.db import make_engine
+    from sharp_dagster.cli.database import log_db_url, open_engine
+    from sharp_dagster.cli.log import check_asset_key
     from sharp_dagster.dqc.report import format_report, write_chart
     from sharp_dagster.dqc.store import DqcStore, dqc_result
 
-    if args.limit < 1:
-        raise CliError(f"--limit must be at least 1, got {args.limit}")
-    engine = make_engine(Settings.from_env().log_db_url)
+    check_asset_key(args.asset)
+    engine = open_engine(log_db_url(), "data-quality results' database")
     has_table = inspect(engine).has_table(dqc_result.name)
     results = DqcStore(engine).recent(args.asset, args.limit) if has_table else []
-    if not results and args.asset not in known_assets(args.rules_dir):
+    if not results and args.asset not in known_assets(rules_dir(args)):
         stored = DqcStore(engine).assets() if has_table else []
         hint = f"; assets with results: {', '.join(stored)}" if stored else ""
         raise CliError(f"unknown asset {args.asset!r}: no data-quality results and no rules for it{hint}")
@@ -90,16 +104,17 @@ def cmd_rules(args: argparse.Namespace) -> int:
     from sharp_dagster.dqc.compiler import explain_rules
     from sharp_dagster.dqc.rules import RuleError, load_rules
 
-    if not args.rules_dir.exists():
-        raise CliError(f"no rules folder at {args.rules_dir}")
+    folder = rules_dir(args)
+    if not folder.is_dir():
+        raise CliError(f"no rules folder at {folder}")
     try:
-        rules = load_rules(args.rules_dir, schemas=None)
+        rules = load_rules(folder, schemas=None)
     except RuleError as exc:
         raise CliError(str(exc)) from None
     if args.asset:
         rules = [r for r in rules if r.asset == args.asset]
         if not rules:
-            raise CliError(f"no rules for asset {args.asset!r} in {args.rules_dir}")
+            raise CliError(f"no rules for asset {args.asset!r} in {folder}")
     for r in rules:
         print(
             f"{r.asset}:{r.id}  {r.template}  [{r.severity}, {r.dimension}]  passes when "

@@ -16,6 +16,7 @@ import json
 import sys
 from typing import Any
 
+from sharp_dagster.cli.args import PORT
 from sharp_dagster.cli.main import CliError
 
 # Engines (sqlglot, the catalog, the explorer's server) are imported inside the command that uses them, so that
@@ -80,8 +81,33 @@ def _cmd_impact(args: argparse.Namespace) -> int:
     if table not in graph:
         raise CliError(f"unknown table {table!r}: not in the lineage graph (try layer/table or layer.table)")
     hits = graph.column_impact(table, column)
+    known = _columns_of(graph, table)
+    if not hits and column not in known:
+        # An empty answer would read as "nothing breaks": a typo must not look like a safe change.
+        listed = ", ".join(sorted(known)) or "none known"
+        raise CliError(
+            f"unknown column {column!r} of {graph.dataset(table).qualified} (its columns: {listed})"
+        )
     print(json.dumps([{"table": t, "column": c} for t, c in hits], ensure_ascii=False, indent=2))
     return 0
+
+
+def _columns_of(graph: Any, table: str) -> set[str]:
+    """The columns the lineage graph knows of `table`: those of its column edges either way, and of its schema
+    when the catalog has one (a table nothing reads from yet)."""
+    dataset = graph.dataset(table)
+    qualified = dataset.qualified
+    found = {
+        end["column"]
+        for edge in graph.traverse(table, direction="both", depth=1, columns=True).get("column_edges", [])
+        for end in (edge["source"], edge["target"])
+        if end["id"] == dataset.urn and end["column"] != "*"
+    }
+    try:
+        found |= set((_load_catalog().external_schemas or {}).get(qualified, {}))
+    except Exception:  # noqa: BLE001 - the catalog's schemas only widen the known columns
+        pass
+    return found
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -102,11 +128,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     # Imported here: the server is only needed by this command.
     from sharp_dagster.lineage.explorer.server import serve
 
-    if not 0 <= args.port <= 65535:
-        raise CliError(f"--port must be 0..65535, not {args.port}")
     graph = _project_graph()
     try:
-        serve(graph, host=args.host, port=args.port)
+        serve(graph, host=args.host, port=args.port, allowed_hosts=args.allow_host or ())
     except OSError as exc:
         raise CliError(str(exc)) from exc
     return 0
@@ -138,5 +162,11 @@ def register(subparsers: Any) -> None:
 
     p = sub.add_parser("serve", help="the lineage explorer: a web page per table, with a JSON API")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    p.add_argument("--port", type=int, default=3070, help="port (default 3070; 0 picks a free one)")
+    p.add_argument("--port", type=PORT, default=3070, help="port (default 3070; 0 picks a free one)")
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="NAME",
+        help="also answer requests whose Host header names NAME (repeatable; default: loopback names only)",
+    )
     p.set_defaults(func=_cmd_serve)

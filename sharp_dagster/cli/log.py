@@ -12,6 +12,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from sharp_dagster.cli.args import ROW_LIMIT
 from sharp_dagster.cli.main import CliError
 
 # The job log's engine (SQLAlchemy, Alembic) is imported inside the commands: building the CLI's parser, which
@@ -31,7 +32,7 @@ def register(subparsers: Any) -> None:
 
     status = sub.add_parser("status", help="recent runs with status, range, counts and duration")
     status.add_argument("--asset", help="only this asset (layer/table)")
-    status.add_argument("--limit", type=int, default=20, help="number of rows (default 20)")
+    status.add_argument("--limit", type=ROW_LIMIT, default=20, help="number of rows (default 20)")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=cmd_status)
 
@@ -63,16 +64,12 @@ def register(subparsers: Any) -> None:
 
 
 def _job_log(args: argparse.Namespace) -> JobLog:
-    from sharp_dagster.db import DatabaseUnavailable
-    from sharp_dagster.joblog.store import JobLog
+    from sharp_dagster.cli.database import open_job_log
 
-    try:
-        return JobLog(getattr(args, "db_url", None))
-    except DatabaseUnavailable as exc:
-        raise CliError(str(exc)) from None
+    return open_job_log(getattr(args, "db_url", None))
 
 
-def _check_key(key: str) -> str:
+def check_asset_key(key: str) -> str:
     if not _ASSET_KEY.match(key):
         raise CliError(f"asset key {key!r} is malformed: write it as layer/table, e.g. dwd/orders")
     return key
@@ -91,7 +88,7 @@ def _known_assets() -> dict[str, PeriodSpec]:
 
 def _spec_of(key: str) -> PeriodSpec:
     assets = _known_assets()
-    spec = assets.get(_check_key(key))
+    spec = assets.get(check_asset_key(key))
     if spec is None:
         known = ", ".join(sorted(assets)) or "none"
         raise CliError(f"unknown asset {key!r} (log-driven assets: {known})")
@@ -132,11 +129,10 @@ def _first_line(text: str | None, width: int = 80) -> str:
 def cmd_status(args: argparse.Namespace) -> int:
     from sharp_dagster.joblog.store import utcnow
 
-    if args.limit < 1:
-        raise CliError(f"--limit must be at least 1, got {args.limit}")
+    if args.asset is not None:
+        check_asset_key(args.asset)
     job_log = _job_log(args)
     if args.asset is not None:
-        _check_key(args.asset)
         try:
             known = set(_known_assets())
         except CliError:
@@ -244,6 +240,7 @@ def _queue_lines(queue: list[Period], spec: PeriodSpec) -> list[str]:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
+    from sharp_dagster.cli.database import check_log_db_url, log_db_url
     from sharp_dagster.joblog.planner import refresh_periods
 
     spec = _spec_of(args.asset)
@@ -251,6 +248,10 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         periods = refresh_periods(spec, args.from_, args.to)
     except ValueError as exc:
         raise CliError(f"{args.asset}: {exc}") from None
+    if args.db_url:
+        # The re-run's materializations write the job log of the code location's settings, not of this flag.
+        raise CliError("log rerun writes the job log at SHARP_LOG_DB_URL: set it instead of --db-url")
+    check_log_db_url(log_db_url())
     from sharp_dagster.cli.rerun import rerun_periods
 
     print(

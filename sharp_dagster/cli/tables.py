@@ -1,7 +1,8 @@
 """`sharp-dagster sql ...` and `sharp-dagster table ...`: query the warehouse's tables by name, see and undo publishes.
 
-- `sql "select ..."` runs one statement in the project's Spark session (the Iceberg catalog `sharp` is its default
-  catalog, so tables are named `ods.orders`) and prints the result: an aligned text table, CSV or JSON.
+- `sql "select ..."` runs one query in the project's Spark session (the Iceberg catalog `sharp` is its default
+  catalog, so tables are named `ods.orders`) and prints the result: an aligned text table, CSV or JSON. It is
+  read-only: anything but a query, SHOW, DESCRIBE or EXPLAIN is refused by `cli/readonly_sql.py` before it runs.
 - `table history ods/orders` lists `main`'s snapshots, oldest first, with the attempt that published each
   (`sharp.token`, `sharp.job_id`, `sharp.partition` of the snapshot summary).
 - `table rollback ods/orders --to SNAPSHOT_ID` makes an older snapshot current again and records, for every period
@@ -22,6 +23,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
+from sharp_dagster.cli.args import int_range
 from sharp_dagster.cli.main import CliError
 
 # Spark, the job log's engine and the project's assets are imported inside the commands: building the CLI's
@@ -31,12 +33,15 @@ _TABLE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)[./]([A-Za-z_][A-Za-z0-9_]*)$")
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("sql", help="run one SQL statement on the warehouse and print the result")
+    p = subparsers.add_parser(
+        "sql",
+        help="run one read-only query (SELECT, SHOW, DESCRIBE, EXPLAIN) on the warehouse and print the result",
+    )
     p.add_argument(
         "statement", metavar="SQL", help="e.g. \"select * from ods.orders where dt = '2024-01-01'\""
     )
     p.add_argument("--format", choices=["text", "csv", "json"], default="text", help="output (default text)")
-    p.add_argument("--limit", type=int, default=100, help="rows to print (default 100)")
+    p.add_argument("--limit", type=int_range(0, 1_000_000), default=100, help="rows to print (default 100)")
     p.set_defaults(func=cmd_sql)
 
     table = subparsers.add_parser("table", help="a warehouse table's publish history, and undoing publishes")
@@ -52,7 +57,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("table", metavar="TABLE", help="ods/orders or ods.orders")
     p.add_argument(
-        "--to", dest="to", required=True, type=int, metavar="SNAPSHOT_ID", help="snapshot to restore"
+        "--to",
+        dest="to",
+        required=True,
+        type=int_range(-(2**63), 2**63 - 1),
+        metavar="SNAPSHOT_ID",
+        help="snapshot to restore",
     )
     p.add_argument("--reason", default=None, help="why; recorded in the job log")
     p.set_defaults(func=cmd_rollback)
@@ -98,7 +108,7 @@ def _ref(name: str, tables: Any = None) -> Any:
     return ref
 
 
-def _sql_error(exc: BaseException) -> str:
+def sql_error(exc: BaseException) -> str:
     """The problem in one line or a few: Spark's own message, without the Java stack trace."""
     from sharp_dagster.spark.iceberg_base import java_error
 
@@ -166,20 +176,21 @@ def _utc(ts: Any) -> str:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    if args.limit < 0:
-        raise CliError(f"--limit must be 0 or more, got {args.limit}")
+    from sharp_dagster.cli.readonly_sql import judged_query, read_only_conf
+
     if not args.statement.strip():
         raise CliError("empty SQL statement")
     tables = _tables(_settings())
     # PySpark logs a failed statement with its Java stack trace to stderr; the error below says it in one place.
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
-    try:
-        df = tables.spark.sql(args.statement)
-        headers = list(df.columns)
-        rows = df.limit(args.limit + 1).collect() if headers else []
-    except Exception as exc:
-        raise CliError(f"SQL failed: {_sql_error(exc)}") from None
+    with read_only_conf(tables.spark):
+        df = judged_query(tables.spark, args.statement)
+        try:
+            headers = list(df.columns)
+            rows = df.limit(args.limit + 1).collect() if headers else []
+        except Exception as exc:
+            raise CliError(f"SQL failed: {sql_error(exc)}") from None
     truncated = len(rows) > args.limit
     rows = rows[: args.limit]
     note = f"(first {args.limit} rows shown; the result has more: raise --limit)" if truncated else None
@@ -272,18 +283,15 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
+    from sharp_dagster.cli.database import open_job_log
     from sharp_dagster.cli.log import _known_assets
-    from sharp_dagster.db import BadDatabaseUrl, DatabaseUnavailable
     from sharp_dagster.joblog.rollback import RollbackRefused, rollback_table
-    from sharp_dagster.joblog.store import JobLog
     from sharp_dagster.spark.wap import StalePublishError
 
     settings = _settings()
+    _ref(args.table)  # a malformed name is refused before the job log or Spark is touched
     specs = _known_assets()  # the same asset specs as `sharp-dagster log rerun`
-    try:
-        job_log = JobLog(settings.log_db_url)
-    except (DatabaseUnavailable, BadDatabaseUrl) as exc:
-        raise CliError(f"job log unavailable, nothing was changed: {exc}") from None
+    job_log = open_job_log(settings.log_db_url, "job log unavailable, nothing was changed: ")
     tables = _tables(settings)
     ref = _ref(args.table, tables)
 

@@ -46,6 +46,10 @@ def history(dqc_store):
 
 def test_report_prints_each_rules_history_and_writes_a_png(cli, history, capsys, tmp_path):
     png = tmp_path / "charts" / "order_detail.png"
+    # A chart's folder must exist: no folder is made anywhere.
+    assert cli("dqc", "report", "--asset", "dwd/order_detail", "--png", str(png)) == 2
+    assert not png.parent.exists()
+    png.parent.mkdir()
     assert cli("dqc", "report", "--asset", "dwd/order_detail", "--limit", "4", "--png", str(png)) == 0
     out = capsys.readouterr().out
     shown = [r for r in history if r.partition >= "2024-01-02"]  # the 4 newest partitions

@@ -136,11 +136,13 @@ def test_takeover(project, history, capsys):
         (["rerun", "--asset", ASSET, "--from", _day(3), "--to", _day(1)], "empty range"),
         (["rerun", "--asset", "x/y", "--from", _day(1), "--to", _day(2)], "unknown asset 'x/y'"),
         (["status", "--asset", "ghost/table"], "unknown asset 'ghost/table'"),
-        (["status", "--limit", "0"], "--limit must be at least 1"),
+        (["status", "--limit", "0"], "argument --limit: must be from 1 to 1000000, got 0"),
+        (["status", "--limit", "1e20"], "argument --limit: expected a whole number from 1 to 1000000"),
     ],
 )
 def test_errors_are_one_line(project, tmp_path, capsys, argv, expected):
     url = f"sqlite:///{tmp_path / 'cli.db'}"
+    JobLog(url)  # an empty job log: the commands read one that exists
     code, out, err = run_cli(capsys, "log", "--db-url", url, *argv)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and expected in err

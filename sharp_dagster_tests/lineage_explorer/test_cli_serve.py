@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import signal
@@ -19,9 +20,22 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "sharp_dagster.cli", "lineage", *args]
 
 
+def _status_for_host(port: int, host: str) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.putrequest("GET", "/api/tables", skip_host=True)
+        conn.putheader("Host", host)
+        conn.endheaders()
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    finally:
+        conn.close()
+
+
 def test_serve_subcommand_answers_and_stops():
     proc = subprocess.Popen(
-        _cli("serve", "--port", "0"),
+        _cli("serve", "--port", "0", "--allow-host", "lineage.corp.example"),
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -48,6 +62,10 @@ def test_serve_subcommand_answers_and_stops():
         ]
         status, page, _ = get(f"{url}/table/ads/gmv_by_category")
         assert status == 200 and "echarts.min.js" in page
+        # The Host header decides: the configured name is answered, any other name is not (DNS rebinding).
+        port = int(match.group(1))
+        assert _status_for_host(port, "lineage.corp.example") == 200
+        assert _status_for_host(port, f"attacker.example:{port}") == 403
     finally:
         os.kill(proc.pid, signal.SIGINT)  # our own child, by its pid: serve() closes its socket on Ctrl-C
         try:

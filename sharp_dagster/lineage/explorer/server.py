@@ -6,6 +6,12 @@ Routes (GET only):
   `static/node_modules` (installed by `npm ci`), so the page loads nothing from another host;
 - `/api/tables`, `/api/graph`, `/api/table`, `/api/column`, `/api/governance`: JSON from `ExplorerApi`.
 
+Only requests whose Host header names a loopback address (`127.0.0.1`, `localhost`, `[::1]`, with the server's
+port), the address the server is bound to, or a name given with `allowed_hosts` (`lineage serve --allow-host`)
+are answered; any other gets 403. A web page from another site can make a browser send requests here by pointing
+its own DNS name at 127.0.0.1 (DNS rebinding): its Host header still carries that site's name. A connection idle
+for `idle_timeout` seconds (default 30) is closed, so clients that connect and send nothing cannot hold threads.
+
 The graph never changes while the server runs, so each API answer is encoded once and its bytes kept in a
 bounded LRU keyed by the request's path and query: repeated requests cost a dictionary lookup and a socket write.
 HTTP/1.1 keep-alive lets a client reuse its connection.
@@ -20,7 +26,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -38,6 +44,22 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 PAGE_FILES = {"index.html", "app.js", "app.css"}
 VENDOR_FILES = {"echarts.min.js": Path("node_modules/echarts/dist/echarts.min.js")}
 NPM_HINT = f"run `npm ci --prefix {STATIC_DIR}` to install the explorer's browser libraries"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+IDLE_TIMEOUT_S = 30.0
+
+
+def host_names(bound_host: str, port: int, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The Host header values a server bound to (bound_host, port) answers: each name with its port, and bare
+    (a client omits port 80). Configured names may carry their own port (a proxy's); a wildcard bind address
+    names no host.
+
+    >>> sorted(host_names("127.0.0.1", 8080))[:3]
+    ['127.0.0.1', '127.0.0.1:8080', '[::1]']
+    """
+    names = {*LOOPBACK_NAMES, *(n.strip().lower() for n in extra if n.strip())}
+    if bound_host not in ("", "0.0.0.0", "::"):
+        names.add(f"[{bound_host}]" if ":" in bound_host else bound_host.lower())
+    return frozenset(names | {f"{n}:{port}" for n in names if not n.rsplit("]", 1)[-1].count(":")})
 
 
 class ResponseCache:
@@ -77,8 +99,15 @@ class ExplorerServer(ThreadingHTTPServer):
     # SYN is only retried after 1 s.
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], api: ExplorerApi):
+    def __init__(
+        self,
+        address: tuple[str, int],
+        api: ExplorerApi,
+        allowed_hosts: Iterable[str] = (),
+        idle_timeout: float = IDLE_TIMEOUT_S,
+    ):
         self.api = api
+        self.idle_timeout = idle_timeout
         self.cache = ResponseCache()
         self.routes: dict[str, Callable[[dict[str, str]], dict[str, Any]]] = {
             "/api/tables": lambda _: api.tables(),
@@ -88,6 +117,7 @@ class ExplorerServer(ThreadingHTTPServer):
             "/api/governance": lambda _: api.governance(),
         }
         super().__init__(address, ExplorerHandler)
+        self.allowed_hosts = host_names(str(self.server_address[0]), self.server_address[1], allowed_hosts)
 
     @property
     def url(self) -> str:
@@ -101,6 +131,12 @@ class ExplorerHandler(BaseHTTPRequestHandler):
     # Headers and body go out as two writes: with Nagle's algorithm on, the body waits for the client's delayed
     # ACK of the headers (~40 ms on Linux) on every keep-alive request.
     disable_nagle_algorithm = True
+
+    def setup(self) -> None:
+        # StreamRequestHandler applies `timeout` to the socket: a read waiting longer (an idle keep-alive
+        # connection, a client that sends nothing) ends the connection instead of holding this thread.
+        self.timeout = self.server.idle_timeout
+        super().setup()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the stdlib's name)
         # One line per request on stderr would swamp a terminal under load; errors are still answered in JSON.
@@ -138,7 +174,18 @@ class ExplorerHandler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:  # noqa: N802 (the stdlib's name)
         self.do_GET()
 
+    def _host_allowed(self) -> bool:
+        hosts = self.headers.get_all("Host") or []
+        return len(hosts) == 1 and hosts[0].strip().lower() in self.server.allowed_hosts
+
     def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        if not self._host_allowed():
+            self._json_error(
+                HTTPStatus.FORBIDDEN,
+                "this Host header is not answered: the explorer serves its loopback address "
+                "(start it with --allow-host NAME to serve another name)",
+            )
+            return
         parts = urlsplit(self.path)
         route = parts.path
         handler = self.server.routes.get(route)
@@ -179,10 +226,16 @@ class ExplorerHandler(BaseHTTPRequestHandler):
         self._send(HTTPStatus.OK, body, "application/json; charset=utf-8", timing=timing)
 
 
-def make_server(graph: LineageGraph, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> ExplorerServer:
+def make_server(
+    graph: LineageGraph,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    allowed_hosts: Iterable[str] = (),
+    idle_timeout: float = IDLE_TIMEOUT_S,
+) -> ExplorerServer:
     """A bound, not yet serving server (port 0 picks a free port: read it from `server.url`)."""
     try:
-        return ExplorerServer((host, port), ExplorerApi(graph))
+        return ExplorerServer((host, port), ExplorerApi(graph), allowed_hosts, idle_timeout)
     except OSError as exc:
         raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
@@ -200,12 +253,18 @@ def tune_process() -> None:
     sys.setswitchinterval(0.0005)
 
 
-def serve(graph: LineageGraph, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+def serve(
+    graph: LineageGraph, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, allowed_hosts: Iterable[str] = ()
+) -> None:
     """Serve until interrupted; prints the URL first (a caller passing port 0 reads the port from it)."""
-    server = make_server(graph, host, port)
+    server = make_server(graph, host, port, allowed_hosts)
     tune_process()
     if host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"warning: listening on {host}, beyond loopback: the explorer has no login", file=sys.stderr)
+        print(
+            f"warning: listening on {host}, beyond loopback: the explorer has no login; it answers only requests "
+            f"whose Host header is a loopback name, {host} or a name given with --allow-host",
+            file=sys.stderr,
+        )
     if not (STATIC_DIR / VENDOR_FILES["echarts.min.js"]).is_file():
         print(f"warning: the page cannot draw graphs yet: {NPM_HINT}", file=sys.stderr, flush=True)
     print(f"lineage explorer serving {len(graph)} datasets on {server.url}", flush=True)
