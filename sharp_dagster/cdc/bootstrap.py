@@ -24,8 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
-from sharp_dagster.cdc.config import DatabaseConfig, MysqlSettings, SourceConfig, TableConfig
+from sharp_dagster.cdc.config import DatabaseConfig, MysqlSettings, SourceConfig, TableConfig, snapshot_day
 from sharp_dagster.cdc.merge import initial_state
+from sharp_dagster.cdc.shards import PHYSICAL_TABLE_COLUMN
 from sharp_dagster.cdc.snapshot import (
     BinlogPosition,
     connect,
@@ -33,7 +34,6 @@ from sharp_dagster.cdc.snapshot import (
     snapshot_table,
 )
 from sharp_dagster.spark.tables import TableRef
-from sharp_dagster.warehouse.cdc_layout import SHARD_COLUMN, bootstrap_day
 
 JOB_PREFIX = "cdc_bootstrap"
 POSITION_STEP = "position"
@@ -131,16 +131,16 @@ def bootstrap_database(
                 rows = _snapshot_one(spark, store, mysql, db.name, table, position, start, ranges)
                 rec.source_count = rec.target_count = result.rows[table.name] = rows
             progress(
-                f"{db.name}.{table.name}: {rows} rows -> ods_state.{table.name} dt={bootstrap_day(start)}"
+                f"{db.name}.{table.name}: {rows} rows -> ods_state.{table.name} dt={snapshot_day(start)}"
             )
     return result
 
 
 def _snapshot_one(spark, store, mysql, database, table: TableConfig, position, start, ranges: int) -> int:
     snap = snapshot_table(spark, mysql, database, table, position=position, num_partitions=ranges)
-    df = snap.df if table.sharded else snap.df.drop(SHARD_COLUMN)
+    df = snap.df if table.sharded else snap.df.drop(PHYSICAL_TABLE_COLUMN)
     staged = store.write_partition(
-        state_ref(table.name), {"dt": bootstrap_day(start)}, initial_state(df, position.binlog_seq)
+        state_ref(table.name), {"dt": snapshot_day(start)}, initial_state(df, position.binlog_seq)
     )
     return staged.row_count
 

@@ -46,7 +46,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -526,3 +526,12 @@ class _Reader:
         if len(set(value)) != len(value):
             self.fail(field_path, f"column listed twice in {value!r}")
         return tuple(value)
+
+
+def snapshot_day(start: str) -> str:
+    """The ODS state partition that holds a source's bootstrap snapshot: the day before its first merged day.
+
+    >>> snapshot_day("2024-01-01")
+    '2023-12-31'
+    """
+    return (date.fromisoformat(start) - timedelta(days=1)).isoformat()

@@ -10,11 +10,10 @@ the day of its snapshot, so a capture started today merges today), else the ware
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, timedelta
 from functools import cache
 from pathlib import Path
 
-from sharp_dagster.cdc.config import SourceConfig, TableConfig, load_source_config
+from sharp_dagster.cdc.config import SourceConfig, TableConfig, load_source_config, snapshot_day
 from sharp_dagster.settings import DEFAULT_START, warehouse_sql_dir
 
 START = DEFAULT_START  # a source without `start:` starts with the warehouse
@@ -90,7 +89,7 @@ def landing_assets() -> list[tuple[SourceConfig, str, str]]:
 
 def bootstrap_day(start: str = START) -> str:
     """The state partition holding the snapshot: the day before the first merged day."""
-    return (date.fromisoformat(start) - timedelta(days=1)).isoformat()
+    return snapshot_day(start)
 
 
 def lineage_edges(physical_tables: dict[str, list[str]] | None = None) -> list[tuple[str, str]]:
