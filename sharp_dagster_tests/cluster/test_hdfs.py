@@ -33,3 +33,29 @@ def test_iceberg_table_on_hdfs_through_spark(spark, hdfs) -> None:
     metadata = [s.getPath().getName() for s in fs.listStatus(root)]
     assert any(name.endswith(".metadata.json") for name in metadata), metadata
     assert hdfs.namenode_state()["NumLiveDataNodes"] == 1
+
+
+def test_done_markers_and_files_on_hdfs(spark, hdfs, tmp_path) -> None:
+    from sharp_dagster.cdc.done_markers import DoneMarkers
+    from sharp_dagster.spark.filesystem import HadoopFs, LocalFs, file_system
+
+    root = f"{hdfs.uri}/warehouse_markers"
+    day_start = 1_704_067_200_000  # 2024-01-01T00:00Z
+    markers = DoneMarkers(root, "shop", spark)
+    written = markers.write(day_start + 24 * 3_600_000, 0, day_start)
+    assert len(written) == 24 and markers.day_complete("2024-01-01")
+    assert markers.write(day_start + 24 * 3_600_000, 0, day_start) == []  # each marker is written once
+
+    fs = file_system(root, spark)
+    assert isinstance(fs, HadoopFs)
+    report = f"{root}/lineage_runs/dwd/t/2024-01-01.json"
+    fs.write_text(report, "first")
+    fs.write_text(report, "second")  # replaced whole
+    assert fs.read_text(report) == "second"
+    assert fs.list_files(f"{root}/lineage_runs/dwd/t") == ["2024-01-01.json"]
+    assert fs.list_files(f"{root}/missing") == []
+    # A plain path and a file:// URI are the local disk, without the JVM.
+    assert isinstance(file_system(str(tmp_path)), LocalFs)
+    local = file_system(f"file://{tmp_path}")
+    local.write_text(f"file://{tmp_path}/a/b.json", "x")
+    assert (tmp_path / "a" / "b.json").read_text() == "x"
