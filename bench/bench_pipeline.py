@@ -204,14 +204,17 @@ class Probes:
     def _install_sql(self) -> None:
         """Every SQL statement through SQLAlchemy, as a probe named by the database it goes to."""
         from sqlalchemy import event
-        from sqlalchemy.engine import Engine
+        from sqlalchemy.engine import Engine, make_url
 
         job_log_db = os.environ["SHARP_DATA_DIR"]
         dagster_home = os.environ["DAGSTER_HOME"]
+        if os.environ.get("SHARP_LOG_DB_URL"):  # a deployment profile: the job log's own database
+            job_log_db = f"/{make_url(os.environ['SHARP_LOG_DB_URL']).database}"
+        dagster_pg = f"/{os.environ['DAGSTER_PG_DB']}" if os.environ.get("DAGSTER_PG_DB") else None
 
         def kind(conn) -> str:
             url = str(conn.engine.url)
-            if dagster_home in url:
+            if dagster_home in url or (dagster_pg and url.endswith(dagster_pg)):
                 return "Dagster storage SQL"
             return "job log SQL" if job_log_db in url else "other SQL"
 
@@ -304,6 +307,12 @@ def main(argv: list[str] | None = None) -> int:
         "the range's hours and ONE run of every daily asset over the range (both single-run backfills)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (printed)")
+    parser.add_argument(
+        "--profile-from-env",
+        action="store_true",
+        help="keep DAGSTER_HOME, SHARP_WAREHOUSE_DIR and SHARP_LOG_DB_URL of the environment (a deployment "
+        "profile set up by the caller, see bench_profiles.py) instead of fresh embedded ones",
+    )
     args = parser.parse_args(argv)
     args.single_run = args.single_run or args.backfill
     n_days = 2 if args.quick else args.days
@@ -312,15 +321,19 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="bench_pipeline_"))
     os.environ["SHARP_DATA_DIR"] = str(work / "data")
-    os.environ["DAGSTER_HOME"] = str(work / "dagster_home")
+    if not args.profile_from_env:
+        os.environ["DAGSTER_HOME"] = str(work / "dagster_home")
     os.environ.setdefault("SHARP_SPARK_MASTER", "local[2]")
     # The status store keeps 1,000 jobs by default; a single run over 30 days starts several thousand.
     extra = "spark.ui.retainedJobs=1000000"
     os.environ["SHARP_SPARK_CONF"] = ",".join(c for c in (os.environ.get("SHARP_SPARK_CONF", ""), extra) if c)
+    kept = ("SHARP_WAREHOUSE_DIR", "SHARP_LOG_DB_URL") if args.profile_from_env else ()
     for var in ("SHARP_WAREHOUSE_DIR", "SHARP_LOG_DB_URL", "SHARP_KAFKA_BOOTSTRAP"):
-        os.environ.pop(var, None)
-    (work / "dagster_home").mkdir(parents=True)
-    (work / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        if var not in kept:
+            os.environ.pop(var, None)
+    if not args.profile_from_env:
+        (work / "dagster_home").mkdir(parents=True)
+        (work / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
 
     from sharp_dagster.assets.cdc_assets import KAFKA_ENV
     from sharp_dagster.demo.generator import GeneratorConfig, generate

@@ -38,6 +38,7 @@ BENCHMARKS = {
     "publish": "bench_publish.py",
     "local_fs": "bench_local_fs.py",
     "pipeline": "bench_pipeline.py",
+    "profiles": "bench_profiles.py",
 }
 
 
@@ -266,6 +267,18 @@ def headline(name: str, r: dict) -> tuple[str, str, str, str]:
             f"median {_fmt(r['run_setup_s_median'])} s per run",
             f"<= {r['target_s_per_asset_partition']:g} s",
             "yes" if r["s_per_asset_partition"] <= r["target_s_per_asset_partition"] else "no",
+        )
+    if name == "profiles":
+        s, b = r["run_setup"], r["backfill"]["side_by_side"]
+        return (
+            f"production profile (PostgreSQL, HDFS, 2 Spark workers) vs embedded (SQLite, local), {r['days']}-day "
+            "backfill",
+            f"run set-up {_fmt(s['postgres']['setup_s_median'])} s on PostgreSQL vs "
+            f"{_fmt(s['sqlite']['setup_s_median'])} s on SQLite; backfill "
+            f"{_fmt(b['s_per_asset_partition']['production'])} s vs {_fmt(b['s_per_asset_partition']['embedded'])} s "
+            "per asset-partition",
+            "measured",
+            "",
         )
     return (name, json.dumps(r)[:200], "", "")
 

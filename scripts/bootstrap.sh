@@ -29,12 +29,15 @@ if [ ${#pkgs[@]} -gt 0 ]; then
 fi
 
 # JVM packages: Maven resolves them through the machine's own set-up and caches them in its local repository;
-# jvm/lib/.stamp holds the poms' checksum, so an unchanged set-up does not even start Maven.
-stamp=$(cat jvm/pom.xml jvm/*/pom.xml | sha256sum | cut -d' ' -f1)
+# jvm/lib/.stamp holds the poms' checksum (and the profile), so an unchanged set-up does not even start Maven.
+# The tests' packages (a real HDFS: jvm/hdfs) are in the pom's `test` profile, fetched only for tests and bench.
+mvn_profile=""
+if [ "$mode" = test ] || [ "$mode" = bench ]; then mvn_profile="-Ptest"; fi
+stamp=$( (cat jvm/pom.xml jvm/*/pom.xml; echo "$mvn_profile") | sha256sum | cut -d' ' -f1)
 if [ "$(cat jvm/lib/.stamp 2>/dev/null)" != "$stamp" ]; then
-  echo "fetching the JVM packages (jvm/pom.xml) with Maven"
-  rm -rf jvm/lib
-  mvn -q -B -f jvm/pom.xml dependency:copy-dependencies
+  echo "fetching the JVM packages (jvm/pom.xml $mvn_profile) with Maven"
+  rm -rf jvm/lib/spark jvm/lib/kafka jvm/lib/hdfs
+  mvn -q -B -f jvm/pom.xml $mvn_profile dependency:copy-dependencies
   echo "$stamp" > jvm/lib/.stamp
 fi
 

@@ -1,10 +1,12 @@
 """Where the project's JVM packages are on this machine.
 
 The packages are pinned in `jvm/pom.xml` (one place) and copied by `scripts/bootstrap.sh` with Maven into
-`jvm/lib/<module>/` (`SHARP_JVM_LIB_DIR` overrides the folder). Two modules:
+`jvm/lib/<module>/` (`SHARP_JVM_LIB_DIR` overrides the folder). The modules:
 
 - `spark`: jars every Spark session gets through `spark.jars` (Spark's Kafka source), local and cluster alike;
 - `kafka`: the classpath of the Apache Kafka broker that the demo and the tests start.
+- `hdfs` (the pom's `test` profile, fetched by `scripts/bootstrap.sh test`): the classpath of the HDFS NameNode and
+  DataNode the tests start (`sharp_dagster.servers.hdfs`).
 
 Beside them, `jvm/lib/localfs/` holds the one class of our own (`jvm/localfs/`, compiled by the bootstrap against
 the Hadoop API jar PySpark ships): Hadoop's local file system without a `chmod` process per file it creates.

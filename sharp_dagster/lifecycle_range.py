@@ -43,6 +43,7 @@ from sharp_dagster.lifecycle import Compute, PartitionRun, as_failure, dead_bran
 from sharp_dagster.lineage import openlineage
 from sharp_dagster.periods import partition_values
 from sharp_dagster.redact import scrub_text
+from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.spark.wap import branch_name
@@ -76,7 +77,7 @@ class RangeBatch:
         checkpointed: bool = False,
     ):
         """Keep `df` as the period's partition of `ref`; checkpointed here unless it reads a checkpoint already."""
-        rows = df if checkpointed else df.localCheckpoint(eager=True)
+        rows = df if checkpointed else checkpoint(df)
         self._parts.setdefault(ref, []).append((run, dict(values), rows, step_id))
         return rows
 

@@ -28,12 +28,46 @@ def _path(var: str, default: Path) -> Path:
     return Path(value).expanduser().resolve() if value else default
 
 
+def local_path(location: str | Path) -> Path | None:
+    """The local path of a location (a plain path or a `file://` URI), None for another file system's URI.
+
+    >>> local_path("file:///srv/warehouse"), local_path("hdfs://nn:8020/warehouse")
+    (PosixPath('/srv/warehouse'), None)
+    """
+    if isinstance(location, Path):
+        return location
+    if location.startswith("file:"):
+        # file:///x and file:/x (Hadoop's own spelling) alike
+        return Path("/" + location.removeprefix("file:").lstrip("/"))
+    return None if "://" in location else Path(location)
+
+
+def warehouse_location(value: str | Path) -> Path | str:
+    """`SHARP_WAREHOUSE_DIR` as the code uses it: a resolved local `Path` for a plain path or a `file://` URI (the
+    fast local code path), else the Hadoop file system URI itself (`hdfs://nn:8020/w`, `s3a://bucket/w`)."""
+    local = local_path(value)
+    if local is not None:
+        return local.expanduser().resolve()
+    text = str(value).rstrip("/")
+    scheme, _, rest = text.partition("://")
+    if not scheme.isidentifier() or not rest:
+        raise ValueError(f"SHARP_WAREHOUSE_DIR: expected a path or a file system URI, got {value!r}")
+    return text
+
+
+def warehouse_uri(location: str | Path) -> str:
+    """The warehouse as a URI for Spark and Iceberg: `file:///abs/path` for a local folder, else itself."""
+    located = warehouse_location(location)
+    return f"file://{located}" if isinstance(located, Path) else located
+
+
 @dataclass(frozen=True)
 class Settings:
     """A snapshot of the environment; build it with `Settings.from_env()`."""
 
     data_dir: Path
-    warehouse_dir: Path
+    # A local Path, or the URI of another Hadoop file system (see `warehouse_location`).
+    warehouse_dir: Path | str
     sample_dir: Path
     dagster_home: Path
     log_db_url: str
@@ -43,7 +77,7 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         data_dir = _path("SHARP_DATA_DIR", REPO_ROOT / "data")
-        warehouse_dir = _path("SHARP_WAREHOUSE_DIR", data_dir / "warehouse")
+        warehouse_dir = warehouse_location(os.environ.get("SHARP_WAREHOUSE_DIR") or data_dir / "warehouse")
         sample_dir = _path("SHARP_SAMPLE_DIR", data_dir / "sample")
         dagster_home = _path("DAGSTER_HOME", data_dir / "dagster_home")
         log_db_url = os.environ.get("SHARP_LOG_DB_URL") or f"sqlite:///{data_dir / 'sharp_log.db'}"

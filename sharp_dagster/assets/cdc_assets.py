@@ -44,6 +44,7 @@ from sharp_dagster.lifecycle import claimed_range, materialize_partitions
 from sharp_dagster.logdriven import job_log_or_fail
 from sharp_dagster.naming import key_str, parts
 from sharp_dagster.partitions import partitions_for
+from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
 from sharp_dagster.warehouse.cdc_layout import START, OdsTable, bootstrap_day, landing_table, source_start
 
@@ -355,7 +356,7 @@ def day_changes(store, raw: TableRef, t: OdsTable, day: str) -> tuple[DataFrame,
     raw_rows = spark.table(store.name(raw)).where(f"table_name = '{t.name}' AND dt = '{day}'")
     typed = read_typed_images(store, t.database, t.name, day)
     if typed is not None:
-        typed = typed.localCheckpoint(eager=True)
+        typed = checkpoint(typed)
         typed_count, misfits, events = typed.selectExpr(
             "count(*)", "count_if(cast_errors IS NOT NULL)", TABLE_EVENTS_AGGREGATE
         ).first()
@@ -373,7 +374,7 @@ def day_changes(store, raw: TableRef, t: OdsTable, day: str) -> tuple[DataFrame,
             misfits,
             raw_count,
         )
-    raw_rows = raw_rows.localCheckpoint(eager=True)
+    raw_rows = checkpoint(raw_rows)
     raw_count, events = raw_rows.selectExpr("count(*)", TABLE_EVENTS_AGGREGATE).first()
     return raw_rows, raw_count, day_events(events)
 

@@ -6,7 +6,7 @@ been analyzed by Spark (`sql_assets._transform`), `RuntimeLineageCheck.observe` 
 (`warehouse/catalog_lineage.py`; `lineage/runtime.py` does the comparison) and keeps both answers with the run:
 
 - in the check's metadata (`parsed`, `spark`, `differences`), and
-- in `<SHARP_DATA_DIR>/lineage_runs/<layer>/<table>/<partition key>.json` (the latest run of that partition; the
+- in `<SHARP_WAREHOUSE_DIR>/lineage_runs/<layer>/<table>/<partition key>.json` (the latest run of that partition; the
   file names the Dagster run id).
 
 Compared: the tables read and each output column's source columns. A difference is reported as a WARN check
@@ -70,9 +70,13 @@ def parsed_lineage(table: SqlTable) -> ScriptLineage:
     return parse_script(table.rendered, dialect="spark", schema=schema, default_target=table.qualified)
 
 
-def report_path(table: SqlTable, partition_key: str) -> Path:
+def report_path(table: SqlTable, partition_key: str) -> Path | str:
+    """Beside the tables, on the warehouse's file system (a local Path, or a Hadoop URI on a cluster)."""
     safe = re.sub(r"[^A-Za-z0-9_.=-]", "_", partition_key)
-    return Settings.from_env().data_dir / RUNS_FOLDER / table.layer / table.name / f"{safe}.json"
+    root = Settings.from_env().warehouse_dir
+    if isinstance(root, Path):
+        return root / RUNS_FOLDER / table.layer / table.name / f"{safe}.json"
+    return f"{root}/{RUNS_FOLDER}/{table.layer}/{table.name}/{safe}.json"
 
 
 class RuntimeLineageCheck:
@@ -106,9 +110,11 @@ class RuntimeLineageCheck:
             outcome.update(
                 target=table.qualified, passed=False, differences=[], error=f"{type(exc).__name__}: {exc}"
             )
+        from sharp_dagster.spark.filesystem import file_system
+
         path = report_path(table, partition_key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(outcome, indent=1, sort_keys=True) + "\n")
+        fs = file_system(path, df.sparkSession)
+        fs.write_text(str(path), json.dumps(outcome, indent=1, sort_keys=True) + "\n")
         outcome["report_path"] = str(path)
         self.outcomes.append(outcome)
         if not outcome["passed"] and context is not None:

@@ -19,6 +19,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sharp_dagster.cdc.merge import TABLE_EVENTS_AGGREGATE, DayEvents, day_events
+from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
 from sharp_dagster.warehouse.cdc_layout import OdsTable
 
@@ -56,7 +57,7 @@ def _merge(store, t: OdsTable, state: TableRef, days: list[str]) -> tuple[DataFr
         return None
     changes, counts = read
     versions = merge_range(base, changes, t.key_columns(), shard_column=t.shard_column, events=DayEvents())
-    return versions.localCheckpoint(eager=True), counts
+    return checkpoint(versions), counts
 
 
 def range_changes(
@@ -76,10 +77,10 @@ def range_changes(
         raw_rows = spark.table(store.name(raw)).where(
             (F.col("table_name") == t.name) & F.col("dt").isin(*days)
         )
-        rows = raw_rows.coalesce(cores).localCheckpoint(eager=True)
+        rows = checkpoint(raw_rows.coalesce(cores))
         stats = {r["dt"]: r for r in rows.groupBy("dt").agg(*_stats(False)).collect()}
     else:
-        rows = typed.coalesce(cores).localCheckpoint(eager=True)
+        rows = checkpoint(typed.coalesce(cores))
         stats = {r["dt"]: r for r in rows.groupBy("dt").agg(*_stats(True)).collect()}
         raw_counts = raw_counts_by_day(store, raw, t.name, days)
         off = [

@@ -12,8 +12,6 @@ watermark had not passed (hours before it have their markers already; this bound
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from pyspark.sql import SparkSession
 
 from sharp_dagster.cdc.landing import RAW_DATABASE
 from sharp_dagster.cdc.landing_parser import utc_datetime
+from sharp_dagster.spark.filesystem import file_system
 
 HOUR_MS = 3_600_000
 
@@ -68,7 +67,7 @@ class DoneMarkers:
         self.warehouse_dir = str(warehouse_dir).rstrip("/")
         self.database = database
         self.root = f"{self.warehouse_dir}/{RAW_DATABASE}.db/_done/{database}"
-        self._fs = MarkerFs(self.warehouse_dir, spark)
+        self._fs = file_system(self.warehouse_dir, spark)
 
     def marker_path(self, day: str, hour: str) -> str:
         return f"{self.root}/dt={day}/hour={hour}"
@@ -93,13 +92,13 @@ class DoneMarkers:
             path = self.marker_path(day, hour)
             if not self._fs.exists(path):
                 body = {**payload, "written_at_ms": int(time.time() * 1000), "hour_start_ms": hour_start}
-                self._fs.write(path, json.dumps(body, sort_keys=True))
+                self._fs.write_text(path, json.dumps(body, sort_keys=True))
                 written.append((day, hour))
         return written
 
     def hours_done(self, day: str) -> list[str]:
         """The hours ('00'..'23') of `day` (YYYY-MM-DD) that have a marker, sorted."""
-        names = self._fs.list(f"{self.root}/dt={day}")
+        names = self._fs.list_files(f"{self.root}/dt={day}")
         return sorted(n.split("=", 1)[1] for n in names if n.startswith("hour="))
 
     def day_complete(self, day: str) -> bool:
@@ -133,54 +132,3 @@ def day_complete(
 ) -> bool:
     """True when all 24 hourly markers of `day` exist: the daily merge of that day may run."""
     return DoneMarkers(warehouse_dir, database, spark).day_complete(day)
-
-
-class MarkerFs:
-    """Tiny file access: the local file system for plain paths, Hadoop's FileSystem (through Spark) otherwise."""
-
-    def __init__(self, root: str, spark: SparkSession | None):
-        self.local = "://" not in root or root.startswith("file://")
-        self.spark = spark
-        if not self.local and spark is None:
-            raise ValueError(f"done markers under {root} need a SparkSession to reach the file system")
-
-    @staticmethod
-    def _local(path: str) -> Path:
-        return Path(path[len("file://") :] if path.startswith("file://") else path)
-
-    def _hadoop(self, path: str):
-        jvm = self.spark.sparkContext._jvm  # type: ignore[union-attr]
-        conf = self.spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-        hpath = jvm.org.apache.hadoop.fs.Path(path)
-        return hpath, hpath.getFileSystem(conf)
-
-    def exists(self, path: str) -> bool:
-        if self.local:
-            return self._local(path).exists()
-        hpath, fs = self._hadoop(path)
-        return bool(fs.exists(hpath))
-
-    def write(self, path: str, text: str) -> None:
-        if self.local:
-            target = self._local(path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".marker.", dir=target.parent)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-            os.replace(tmp, target)
-            return
-        hpath, fs = self._hadoop(path)
-        out = fs.create(hpath, True)
-        try:
-            out.write(bytearray(text.encode("utf-8")))
-        finally:
-            out.close()
-
-    def list(self, folder: str) -> list[str]:
-        if self.local:
-            base = self._local(folder)
-            return [p.name for p in base.iterdir() if p.is_file()] if base.is_dir() else []
-        hpath, fs = self._hadoop(folder)
-        if not fs.exists(hpath):
-            return []
-        return [s.getPath().getName() for s in fs.listStatus(hpath) if s.isFile()]

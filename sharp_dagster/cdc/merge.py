@@ -51,6 +51,7 @@ from sharp_dagster.cdc.merge_result import DELETED_COLUMN, SEQ_COLUMN, SEQ_TYPE,
 from sharp_dagster.cdc.merge_result import finalize as _finalize
 from sharp_dagster.cdc.schema_evolution import evolve_columns, parse_added_columns
 from sharp_dagster.cdc.shards import PHYSICAL_TABLE_COLUMN
+from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.column_cache import columns_per_jvm
 
 ROW_OPS = images.ROW_OPS
@@ -190,7 +191,7 @@ def merge_day(
     state = _conform_base(base, plan)
     if strategy != "shuffle":
         # Materialized once: the broadcast plan reads it three times (state rows, state keys, new keys).
-        delta = delta.localCheckpoint(eager=True)
+        delta = checkpoint(delta)
         keys, has_null_key = _delta_stats(delta, plan)
         if strategy == "auto" and keys > broadcast_max_rows:
             strategy = "shuffle"

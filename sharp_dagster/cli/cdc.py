@@ -208,7 +208,7 @@ def cmd_land(args: argparse.Namespace) -> int:
     from sharp_dagster.cdc.done_markers import write_done_markers
     from sharp_dagster.cdc.landing import land
     from sharp_dagster.cdc.landing_kafka import LandingError
-    from sharp_dagster.settings import Settings
+    from sharp_dagster.settings import Settings, warehouse_location
     from sharp_dagster.spark.iceberg import warehouse_tables
     from sharp_dagster.spark.session import build_spark_session
 
@@ -223,7 +223,7 @@ def cmd_land(args: argparse.Namespace) -> int:
     if args.warehouse:
         from dataclasses import replace
 
-        settings = replace(settings, warehouse_dir=Path(args.warehouse))
+        settings = replace(settings, warehouse_dir=warehouse_location(args.warehouse))
     spark = build_spark_session(settings, app_name="sharp_dagster_cdc_land")
     store = warehouse_tables(spark, settings)
     try:

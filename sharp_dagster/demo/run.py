@@ -46,6 +46,8 @@ def reset_demo_state(settings: Settings, out=sys.stdout) -> None:
     """
     import shutil
 
+    if not isinstance(settings.warehouse_dir, Path):
+        raise ValueError(f"the demo runs on a local warehouse folder, not {settings.warehouse_dir}")
     targets = [
         settings.warehouse_dir,
         Path(os.environ.get("DAGSTER_HOME") or settings.dagster_home),

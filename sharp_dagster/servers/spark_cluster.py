@@ -1,10 +1,12 @@
-"""A Spark standalone cluster on this machine: one master and one worker from the pyspark install.
+"""A Spark standalone cluster on this machine: one master and one or more workers from the pyspark install.
 
-Both run through `$SPARK_HOME/bin/spark-class` (SPARK_HOME = the pyspark package folder) on free loopback ports,
-each in a session of its own, with logs and the worker's work folder in a temp folder (never inside the pyspark
-package). The cluster is ready when the master's web UI JSON (`/json`) lists the worker as ALIVE. Stopping sends
-SIGTERM to each by its own pid (the worker first: its shutdown kills its executors), then SIGKILL to what is left of
-its process group.
+All run through `$SPARK_HOME/bin/spark-class` (SPARK_HOME = the pyspark package folder) on free loopback ports,
+each in a session of its own, with logs in a temp folder (never inside the pyspark package). Each worker has its
+own work folder (`worker-N/work`, its executors' folders) and local folder (`worker-N/local`, their shuffle and
+spill files), as separate machines would. The cluster is ready when the master's web UI JSON (`/json`) lists every
+worker as ALIVE. Stopping sends SIGTERM to each by its own pid (the workers first: a worker's shutdown kills its
+executors), then SIGKILL to what is left of its process group. `kill_worker(i)` ends one worker and its executors
+at once, as a lost machine would.
 """
 
 from __future__ import annotations
@@ -55,8 +57,8 @@ def _stop(process: subprocess.Popen, grace_seconds: float) -> None:
 class SparkStandaloneCluster:
     """`with SparkStandaloneCluster() as cluster:`; sessions connect to `cluster.master_url`.
 
-    `cores` and `memory` are what the one worker offers to executors; `daemon_memory` is the heap of the master and
-    worker JVMs themselves.
+    `cores` and `memory` are what each of the `workers` offers to executors; `daemon_memory` is the heap of the
+    master and worker JVMs themselves.
     """
 
     def __init__(
@@ -69,6 +71,7 @@ class SparkStandaloneCluster:
         spark_home: str | Path | None = None,
         extra_env: Mapping[str, str] | None = None,
         startup_timeout: float = 90.0,
+        workers: int = 1,
     ):
         self._own_dir = base_dir is None
         self.base_dir = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="sharp_spark_cluster_"))
@@ -81,10 +84,11 @@ class SparkStandaloneCluster:
         self.startup_timeout = startup_timeout
         self.master_port = free_port(host)
         self.master_webui_port = free_port(host)
-        self.worker_port = free_port(host)
-        self.worker_webui_port = free_port(host)
+        self.worker_ports = [
+            (free_port(host), free_port(host)) for _ in range(workers)
+        ]  # (port, web UI port)
         self.master: subprocess.Popen | None = None
-        self.worker: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen | None] = [None] * workers
 
     # ------------------------------------------------------------------ addresses
     @property
@@ -99,26 +103,27 @@ class SparkStandaloneCluster:
     def master_log(self) -> Path:
         return self.base_dir / "master.log"
 
-    @property
-    def worker_log(self) -> Path:
-        return self.base_dir / "worker.log"
+    def worker_dir(self, index: int) -> Path:
+        return self.base_dir / f"worker-{index}"
+
+    def worker_log(self, index: int = 0) -> Path:
+        return self.worker_dir(index) / "worker.log"
 
     @property
     def pids(self) -> dict[str, int | None]:
-        return {
-            "master": self.master.pid if self.master else None,
-            "worker": self.worker.pid if self.worker else None,
-        }
+        found = {"master": self.master.pid if self.master else None}
+        found.update({f"worker-{i}": w.pid if w else None for i, w in enumerate(self.workers)})
+        return found
 
     # ------------------------------------------------------------------ lifecycle
-    def _env(self) -> dict[str, str]:
+    def _env(self, local_dir: Path | None = None) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
             {
                 "SPARK_HOME": str(self.spark_home),
                 "SPARK_DAEMON_MEMORY": self.daemon_memory,
                 "SPARK_LOG_DIR": str(self.base_dir / "logs"),
-                "SPARK_LOCAL_DIRS": str(self.base_dir / "local"),
+                "SPARK_LOCAL_DIRS": str(local_dir or self.base_dir / "local"),
                 # No conf/ of the machine's Spark (if any) leaks into this cluster.
                 "SPARK_CONF_DIR": str(self.base_dir / "conf"),
                 "SPARK_LOCAL_IP": self.host,
@@ -127,14 +132,37 @@ class SparkStandaloneCluster:
         env.update(self.extra_env)
         return env
 
-    def _spawn(self, cls: str, args: list[str], log_path: Path) -> subprocess.Popen:
+    def _spawn(
+        self, cls: str, args: list[str], log_path: Path, local_dir: Path | None = None
+    ) -> subprocess.Popen:
         spark_class = self.spark_home / "bin" / "spark-class"
         if not spark_class.exists():
             raise FileNotFoundError(f"spark-class not found under SPARK_HOME {self.spark_home}")
-        return spawn_logged([str(spark_class), cls, *args], log_path, env=self._env(), cwd=self.base_dir)
+        env = self._env(local_dir)
+        return spawn_logged([str(spark_class), cls, *args], log_path, env=env, cwd=self.base_dir)
+
+    def _start_worker(self, index: int) -> subprocess.Popen:
+        folder = self.worker_dir(index)
+        for sub in ("local", "work"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        port, webui_port = self.worker_ports[index]
+        return self._spawn(
+            "org.apache.spark.deploy.worker.Worker",
+            [
+                self.master_url,
+                "--host", self.host,
+                "--port", str(port),
+                "--webui-port", str(webui_port),
+                "--cores", str(self.cores),
+                "--memory", self.memory,
+                "--work-dir", str(folder / "work"),
+            ],
+            self.worker_log(index),
+            local_dir=folder / "local",
+        )  # fmt: skip
 
     def start(self) -> SparkStandaloneCluster:
-        for sub in ("logs", "local", "conf", "work"):
+        for sub in ("logs", "local", "conf"):
             (self.base_dir / sub).mkdir(parents=True, exist_ok=True)
         try:
             self.master = self._spawn(
@@ -151,20 +179,9 @@ class SparkStandaloneCluster:
             )
             self._wait_port(self.master_port, self.master, self.master_log)
             self._wait_port(self.master_webui_port, self.master, self.master_log)
-            self.worker = self._spawn(
-                "org.apache.spark.deploy.worker.Worker",
-                [
-                    self.master_url,
-                    "--host", self.host,
-                    "--port", str(self.worker_port),
-                    "--webui-port", str(self.worker_webui_port),
-                    "--cores", str(self.cores),
-                    "--memory", self.memory,
-                    "--work-dir", str(self.base_dir / "work"),
-                ],
-                self.worker_log,
-            )  # fmt: skip
-            self._wait_worker()
+            for index in range(len(self.workers)):
+                self.workers[index] = self._start_worker(index)
+            self._wait_workers()
         except BaseException:
             self.stop()
             raise
@@ -176,32 +193,47 @@ class SparkStandaloneCluster:
         except (RuntimeError, TimeoutError) as exc:
             raise RuntimeError(f"Spark daemon (pid {process.pid}): {exc}\n{self._tail(log)}") from exc
 
-    def _wait_worker(self) -> None:
+    def _wait_workers(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
-            if self.worker is not None and self.worker.poll() is not None:
-                raise RuntimeError(
-                    f"Spark worker (pid {self.worker.pid}) exited with {self.worker.returncode}:\n"
-                    f"{self._tail(self.worker_log)}"
-                )
+            for index, worker in enumerate(self.workers):
+                if worker is not None and worker.poll() is not None:
+                    raise RuntimeError(
+                        f"Spark worker {index} (pid {worker.pid}) exited with {worker.returncode}:\n"
+                        f"{self._tail(self.worker_log(index))}"
+                    )
             try:
-                if self.alive_workers() >= 1:
+                if self.alive_workers() >= len(self.workers):
                     return
             except (urllib.error.URLError, OSError, ValueError):
                 pass
             time.sleep(0.5)
         raise TimeoutError(
-            f"no worker registered with {self.master_url} in {self.startup_timeout:.0f}s:\n"
-            f"{self._tail(self.worker_log)}"
+            f"not all {len(self.workers)} workers registered with {self.master_url} in "
+            f"{self.startup_timeout:.0f}s:\n{self.logs()}"
         )
 
+    def kill_worker(self, index: int) -> None:
+        """End worker `index` and its executors at once (SIGKILL to its process group), as a lost machine."""
+        worker = self.workers[index]
+        if worker is None:
+            return
+        try:
+            os.killpg(worker.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        worker.wait(timeout=30)
+        self.workers[index] = None
+
     def stop(self) -> None:
-        """Stop the worker, then the master, each by its own pid."""
-        for name in ("worker", "master"):
-            process = getattr(self, name)
-            if process is not None:
-                _stop(process, grace_seconds=15)
-                setattr(self, name, None)
+        """Stop the workers, then the master, each by its own pid."""
+        for index, worker in enumerate(self.workers):
+            if worker is not None:
+                _stop(worker, grace_seconds=15)
+                self.workers[index] = None
+        if self.master is not None:
+            _stop(self.master, grace_seconds=15)
+            self.master = None
 
     def cleanup(self) -> None:
         """Stop and delete the folder when this object created it."""
@@ -235,7 +267,10 @@ class SparkStandaloneCluster:
         return [*state.get("activeapps", []), *state.get("completedapps", [])]
 
     def logs(self, chars: int = 3000) -> str:
-        return f"--- master\n{self._tail(self.master_log, chars)}\n--- worker\n{self._tail(self.worker_log, chars)}"
+        parts = [f"--- master\n{self._tail(self.master_log, chars)}"]
+        for index in range(len(self.workers)):
+            parts.append(f"--- worker {index}\n{self._tail(self.worker_log(index), chars)}")
+        return "\n".join(parts)
 
     @staticmethod
     def _tail(path: Path, chars: int = 3000) -> str:

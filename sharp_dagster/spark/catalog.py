@@ -10,6 +10,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from sharp_dagster.settings import warehouse_uri
+
 DEFAULT_CATALOG = "sharp"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -56,10 +58,10 @@ def catalog_conf(settings: Any, catalog: str = DEFAULT_CATALOG, make_default: bo
     """
     check_catalog_name(catalog)
     prefix = f"spark.sql.catalog.{catalog}"
-    warehouse = Path(settings.warehouse_dir).expanduser().resolve()
     conf = {
         prefix: "org.apache.iceberg.spark.SparkCatalog",
-        f"{prefix}.warehouse": f"file://{warehouse}",
+        # Any Hadoop file system: Iceberg's HadoopFileIO writes where the URI points (file://, hdfs://, s3a://).
+        f"{prefix}.warehouse": warehouse_uri(settings.warehouse_dir),
         # Other processes and machines commit to the same tables: every query reads the table's current metadata
         # (Iceberg's catalog cache would serve a table as it was up to 30 s ago).
         f"{prefix}.cache-enabled": "false",

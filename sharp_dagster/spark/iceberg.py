@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from sharp_dagster.settings import warehouse_location
 from sharp_dagster.spark.catalog import use_warehouse
 from sharp_dagster.spark.snapshots import SnapshotHistory
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef, partition_label
@@ -102,4 +102,4 @@ class IcebergTables(RangeStage, WriteAuditPublish, SnapshotHistory):
 def warehouse_tables(spark: SparkSession, settings: Any) -> IcebergTables:
     """The Iceberg tables of `settings`' warehouse in `spark`, its catalog made current (`use_warehouse`)."""
     name = use_warehouse(spark, settings)
-    return IcebergTables(spark, name, warehouse_dir=Path(settings.warehouse_dir).expanduser().resolve())
+    return IcebergTables(spark, name, warehouse_dir=warehouse_location(settings.warehouse_dir))

@@ -18,7 +18,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from sharp_dagster import jvm
-from sharp_dagster.settings import Settings
+from sharp_dagster.settings import Settings, warehouse_uri
 from sharp_dagster.spark.catalog import catalog_conf
 
 LOG4J_CONF = Path(__file__).with_name("log4j2.properties")
@@ -53,7 +53,7 @@ def build_spark_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     merged = dict(DEFAULT_CONF)
-    merged["spark.sql.warehouse.dir"] = str(settings.warehouse_dir)
+    merged["spark.sql.warehouse.dir"] = warehouse_uri(settings.warehouse_dir)
     level = os.environ.get("SHARP_SPARK_LOG_LEVEL", "ERROR").upper()
     # Whole-stage code for wide aggregates (many data-quality rules in one scan) exceeds HotSpot's 8000-byte
     # JIT limit and would run interpreted; let the JIT compile it.

@@ -1,308 +1,337 @@
-"""The pipeline (landing, ODS merge, one DWD table) through Dagster on a real Spark standalone cluster.
+"""The production profile on one machine: landing -> ODS -> DWD -> ADS for two days through Dagster on a Spark
+standalone cluster of two workers, the warehouse on a real HDFS, Dagster's instance (deploy/dagster.yaml), the job
+log and the Iceberg catalog on a real PostgreSQL, the binlog through a real Kafka broker.
 
-A day of the sample shop's binlog goes through a real Kafka broker; on the cluster the hourly landing reads it with
-Spark's Kafka source into the raw binlog table, the daily merge publishes the ODS tables and the DWD order-detail
-table is built, all Iceberg tables. The tables must equal the source (the generated snapshot with the day's changes
-replayed in Python) and what local mode writes from the same day. The cluster run's Spark event log shows that
-its executors (never the driver) ran the tasks of the landing's Kafka read, of the merge and of the DWD build.
+Asserted: the tables equal a local-mode run of the same days on the embedded profile (local Spark, SQLite, a local
+warehouse) and, on the first day, the source itself; the driver's data folder holds no table data, marker,
+quarantine or lineage file; the cluster's executors (never the driver) ran the landing, merge and SQL tasks (the
+Spark event log); and one worker, killed with its executor while the second day's ODS merge runs, costs nothing:
+Spark runs the lost tasks again on the other worker, the tables are still equal and the job log records every
+period as it ended (SUCCESS, no period left RUNNING, no FAILURE).
 
-The runs happen in subprocesses: Spark allows one SparkContext per process, and this test process may already
-hold a local one (the session `spark` fixture of other tests).
+The runs happen in subprocesses: Spark allows one SparkContext per process, and this test process holds a local
+one (the session `spark` fixture of other tests).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
-from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sharp_dagster import jvm
-from sharp_dagster.demo.generator import GeneratorConfig, generate, read_changes
+from sharp_dagster.demo.generator import GeneratorConfig, generate
 from sharp_dagster.servers.spark_cluster import SparkStandaloneCluster
 from sharp_dagster.settings import REPO_ROOT
 from sharp_dagster_tests.cdc_support import local_broker
+from sharp_dagster_tests.cluster import support
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
-PARTITION = "2024-01-01"
-CHAIN = ["ods/orders", "ods/order_item", "ods/product", "dwd/order_detail"]
-RUN_TIMEOUT = 600  # ~20-40 s on a quiet machine; several minutes when the 2 cores are shared
+DAYS = ["2024-01-01", "2024-01-02"]
+CHAIN = ["ods/orders", "ods/order_item", "ods/product", "dwd/order_detail", "ads/gmv_by_category"]
+RUN_TIMEOUT = 2400  # a few minutes on a quiet machine; much more when the 2 cores are shared
 
-# argv: partition, result json, asset keys (comma separated), then data folders to read back.
-# Materializes the assets of one partition through the code location's job, then reads the written partitions
-# of every data folder given (its Iceberg warehouse, the catalog in its job-log SQLite) with this process's
-# session (the same session the run used).
+# argv: result json, asset keys (comma separated), days. Lands each day's binlog (the hourly landing job) and
+# materializes the day's chain (the daily job) on the instance of DAGSTER_HOME, then reads every written partition
+# back with the run's own session and catalog.
 RUN_SCRIPT = r"""
 import json, sys, traceback
-from pathlib import Path
-from types import SimpleNamespace
 from dagster import AssetKey, DagsterInstance
 from sharp_dagster.definitions import defs
+from sharp_dagster_tests.cdc_support import QUIET, CdcFeed
 
-partition, out_path, keys = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
-read_dirs = sys.argv[4:]
-out = {"success": False, "rows": {}, "error": None}
+out_path, keys, days = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
+out = {"success": True, "rows": {}, "runs": {}, "error": None, "tables": {}}
 job = defs.resolve_job_def("warehouse_daily")
-quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-with DagsterInstance.ephemeral() as instance:
-    from sharp_dagster_tests.cdc_support import CdcFeed
+with DagsterInstance.get() as instance:
+    out["instance"] = type(instance.run_storage).__name__
+    feed = CdcFeed(defs, instance)
+    for day in days:
+        feed.land(day)  # the day's binlog through the broker into the raw table, and its done markers
+        print(f"merging {day}", flush=True)
+        result = job.execute_in_process(
+            partition_key=day, instance=instance, raise_on_error=False, run_config=QUIET,
+            asset_selection=[AssetKey(k.split("/")) for k in keys],
+        )
+        out["runs"][day] = result.run_id
+        out["success"] = out["success"] and result.success
+        for event in result.get_asset_materialization_events():
+            mat = event.materialization
+            out["rows"][f"{mat.asset_key.to_user_string()}@{day}"] = int(mat.metadata["dagster/row_count"].value)
+        failure = next((e for e in result.all_events if e.is_step_failure), None)
+        if failure is not None:
+            out["error"] = failure.step_failure_data.error.to_string()
+            break
 
-    CdcFeed(defs, instance).land(partition)  # the day's binlog through the broker into the raw table
-    result = job.execute_in_process(
-        partition_key=partition, instance=instance, raise_on_error=False, run_config=quiet,
-        asset_selection=[AssetKey(k.split("/")) for k in keys],
-    )
-out["success"] = result.success
-for event in result.get_asset_materialization_events():
-    mat = event.materialization
-    out["rows"][mat.asset_key.to_user_string()] = int(mat.metadata["dagster/row_count"].value)
-failure = next((e for e in result.all_events if e.is_step_failure), None)
-if failure is not None:
-    out["error"] = failure.step_failure_data.error.to_string()
-
+from sharp_dagster.settings import Settings
+from sharp_dagster.spark.iceberg import warehouse_tables
 from sharp_dagster.spark.session import build_spark_session
-spark = build_spark_session()  # the run's session (getOrCreate)
+from sharp_dagster.spark.tables import TableRef
+
+spark = build_spark_session()  # the runs' session (getOrCreate)
 out["master"] = spark.sparkContext.master
 out["app_id"] = spark.sparkContext.applicationId
-out["tables"] = {}
 try:
-    from sharp_dagster.spark.iceberg import warehouse_tables
-    from sharp_dagster.spark.tables import TableRef
-
-    for folder in read_dirs:
-        tables = out["tables"][folder] = {}
-        settings = SimpleNamespace(
-            warehouse_dir=Path(folder) / "warehouse", log_db_url=f"sqlite:///{Path(folder) / 'sharp_log.db'}"
-        )
-        store = warehouse_tables(spark, settings)
-        for key in keys:
-            layer, name = key.split("/")
-            df = store.read_partitions(TableRef(layer, name, ("dt",)), [{"dt": partition}])
-            tables[key] = sorted(df.toJSON().collect())
+    store = warehouse_tables(spark, Settings.from_env())
+    for key in keys:
+        layer, name = key.split("/")
+        for day in days:
+            df = store.read_partitions(TableRef(layer, name, ("dt",)), [{"dt": day}])
+            out["tables"][f"{key}@{day}"] = sorted(df.toJSON().collect())
 except Exception:
     out["error"] = (out["error"] or "") + "\nread back failed:\n" + traceback.format_exc()
-print(f"master={out['master']} app_id={out['app_id']} success={out['success']} rows={out['rows']}", flush=True)
 spark.stop()
 with open(out_path, "w") as f:
     json.dump(out, f)
 """
 
 
-def _run(tmp_path: Path, label: str, env: dict[str, str], read_dirs: list[Path]) -> dict:
+def _start_run(tmp_path: Path, label: str, env: dict[str, str]) -> tuple[subprocess.Popen, Path, Path]:
     script = tmp_path / "materialize.py"
-    script.write_text(RUN_SCRIPT)
-    out = tmp_path / f"{label}.json"
-    log = tmp_path / f"{label}.log"
-    cmd = [sys.executable, str(script), PARTITION, str(out), ",".join(CHAIN), *map(str, read_dirs)]
+    if not script.exists():
+        script.write_text(RUN_SCRIPT)
+    out, log = tmp_path / f"{label}.json", tmp_path / f"{label}.log"
+    cmd = [sys.executable, str(script), str(out), ",".join(CHAIN), *DAYS]
     with open(log, "wb") as fh:
-        proc = subprocess.run(
-            cmd, env=env, cwd=tmp_path, stdout=fh, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT, check=False
-        )
+        proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=fh, stderr=subprocess.STDOUT)
+    return proc, out, log
+
+
+def _finish_run(label: str, proc: subprocess.Popen, out: Path, log: Path) -> dict:
+    try:
+        proc.wait(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     tail = log.read_text(errors="replace")[-4000:]
     assert proc.returncode == 0 and out.exists(), f"{label} run exited with {proc.returncode}:\n{tail}"
     result = json.loads(out.read_text())
-    assert result["success"], f"{label} run failed: {result['error']}\n{tail}"
-    assert result["error"] is None, f"{label}: {result['error']}"
+    assert result["success"] and result["error"] is None, f"{label} run failed: {result['error']}\n{tail}"
     return result
 
 
-def _env(data_dir: Path, sample_dir: Path, master: str, event_log: Path | None = None) -> dict[str, str]:
-    """Each run has a data folder of its own (warehouse, job log, Dagster home); the sample shop is shared.
-
-    With `event_log`, the run's Spark event log (every job, stage and task, with the executor that ran it) is
-    written there."""
-    (data_dir / "dagster_home").mkdir(parents=True, exist_ok=True)
-    spark_conf = "spark.executor.memory=512m,spark.driver.memory=1g,spark.cores.max=1"
-    if event_log is not None:
-        event_log.mkdir(parents=True, exist_ok=True)
-        # One plain JSON-lines file (Spark 4 rolls and compresses event logs by default).
-        spark_conf += (
-            f",spark.eventLog.enabled=true,spark.eventLog.dir=file://{event_log}"
-            ",spark.eventLog.compress=false,spark.eventLog.rolling.enabled=false"
-        )
-    env = dict(os.environ)
-    env.pop("SHARP_WAREHOUSE_DIR", None)
-    env.pop("SHARP_LOG_DB_URL", None)
+def _env(data_dir: Path, sample_dir: Path, dagster_home: Path, **settings: str) -> dict[str, str]:
+    """A run's environment: its own data folder and Dagster home, the shared sample shop, and `settings`."""
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHARP_", "DAGSTER_PG"))}
+    kafka = os.environ["SHARP_KAFKA_BOOTSTRAP"]
     env.update(
         {
             "SHARP_DATA_DIR": str(data_dir),
-            "SHARP_WAREHOUSE_DIR": str(data_dir / "warehouse"),
             "SHARP_SAMPLE_DIR": str(sample_dir),
-            "DAGSTER_HOME": str(data_dir / "dagster_home"),
-            "SHARP_SPARK_MASTER": master,
-            # The machine is small and shared: one executor of 512m, a 1g driver.
-            "SHARP_SPARK_CONF": spark_conf,
+            "SHARP_KAFKA_BOOTSTRAP": kafka,
+            "DAGSTER_HOME": str(dagster_home),
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "PYTHONPATH": str(REPO_ROOT),
+            **settings,
         }
     )
-    env.pop("SHARP_SPARK_DRIVER_HOST", None)
     return env
 
 
-# ODS table -> (key, columns compared with the source): numbers as numbers rounded to cents.
-ODS_COLUMNS = {
-    "ods/orders": ("order_id", ("user_id", "order_status", "total_amount")),
-    "ods/order_item": ("item_id", ("order_id", "product_id", "quantity", "unit_price")),
-    "ods/product": ("product_id", ("product_name", "category", "price")),
-}
-DWD_COLUMNS = (
-    "item_id",
-    "order_id",
-    "user_id",
-    "order_status",
-    "product_id",
-    "category",
-    "quantity",
-    "line_amount",
-)
+def _cluster_env(tmp_path: Path, sample_dir: Path, cluster, hdfs, pg_server, events: Path) -> dict[str, str]:
+    """The production profile: deploy/dagster.yaml and deploy/sharp.env's settings pointed at this machine."""
+    from sharp_dagster_tests.cluster.test_deploy import env_file_settings
 
-
-def _plain(value: Any) -> Any:
-    return (
-        round(float(value), 2)
-        if isinstance(value, int | float | Decimal) and not isinstance(value, bool)
-        else value
+    home = tmp_path / "cluster_dagster_home"
+    home.mkdir()
+    shutil.copy(REPO_ROOT / "deploy" / "dagster.yaml", home / "dagster.yaml")
+    dagster_db = pg_server.create_database().rsplit("/", 1)[1]
+    events.mkdir()
+    spark_conf = (
+        # Two executors of one core, one on each worker; a 1g driver (a small, shared machine).
+        "spark.executor.memory=512m,spark.executor.cores=1,spark.cores.max=2,spark.driver.memory=1g,"
+        # One plain JSON-lines event log (Spark 4 rolls and compresses event logs by default).
+        f"spark.eventLog.enabled=true,spark.eventLog.dir=file://{events},"
+        "spark.eventLog.compress=false,spark.eventLog.rolling.enabled=false"
+    )
+    production = env_file_settings()
+    return _env(
+        tmp_path / "data_cluster",
+        sample_dir,
+        home,
+        SHARP_WAREHOUSE_DIR=f"{hdfs.uri}/sharp/warehouse",
+        SHARP_LOG_DB_URL=pg_server.create_database(),
+        SHARP_SPARK_MASTER=cluster.master_url,
+        SHARP_SPARK_CONF=spark_conf,
+        DAGSTER_PG_HOST="127.0.0.1",
+        DAGSTER_PG_PORT=str(pg_server.port),
+        DAGSTER_PG_DB=dagster_db,
+        DAGSTER_PG_USER="postgres",
+        DAGSTER_PG_PASSWORD="",
+        DAGSTER_MAX_CONCURRENT_RUNS=production["DAGSTER_MAX_CONCURRENT_RUNS"],
     )
 
 
-def _source_tables(sample_dir: Path, day: str) -> dict[str, dict[Any, dict]]:
-    """Every source table after `day`: the generated snapshot with the day's changes replayed (the oracle)."""
-    state: dict[str, dict[Any, dict]] = {}
-    keys = {key.split("/")[1]: pk for key, (pk, _) in ODS_COLUMNS.items()}
-    for table, pk in keys.items():
-        rows = state[table] = {}
-        for path in sorted((sample_dir / "shop" / "snapshot" / table).glob("*.jsonl")):
-            for line in path.read_text().splitlines():
-                row = json.loads(line)
-                rows[row[pk]] = row
-    for change in read_changes(sample_dir, day):
-        table = change["_table"]
-        if table not in keys:
-            continue
-        if change["_op"] == "d":
-            state[table].pop(change[keys[table]])
-        else:
-            state[table][change[keys[table]]] = change
-    return state
+def _kill_worker_mid_merge(cluster, env: dict[str, str], log: Path, day: str, found: dict) -> None:
+    """Watch Dagster's instance (PostgreSQL, as the UI would) for the step start of `day`'s ODS merge; then, with
+    the merge's Spark jobs under way, kill worker 1 and its executor."""
+    from dagster import DagsterEventType, DagsterInstance, RunsFilter
+
+    deadline = time.monotonic() + RUN_TIMEOUT
+    # The run's process creates Dagster's tables: open the instance once it is under way (the day's landing ran).
+    while f"merging {day}" not in log.read_text(errors="replace"):
+        if found.get("stop") or time.monotonic() > deadline:
+            return
+        time.sleep(1)
+    # dagster.yaml reads these when the instance is built; DAGSTER_HOME of this process stays as it is.
+    os.environ.update({k: v for k, v in env.items() if k.startswith(("DAGSTER_PG", "DAGSTER_MAX"))})
+    with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        while time.monotonic() < deadline and not found.get("stop"):
+            for run in instance.get_runs(filters=RunsFilter(tags={"dagster/partition": day})):
+                for entry in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START):
+                    if (entry.step_key or "").startswith("ods"):
+                        time.sleep(3)  # into the merge's Spark jobs
+                        found["killed_at"] = time.time()
+                        found["step"] = entry.step_key
+                        cluster.kill_worker(1)
+                        return
+            time.sleep(0.5)
 
 
-def _expected_dwd(source: dict[str, dict[Any, dict]], day: str) -> list[tuple]:
-    """dwd.order_detail from the source: each item of the orders placed on `day`, with the order's and product's
-    state at the end of the day."""
-    rows = []
-    for item in source["order_item"].values():
-        order = source["orders"].get(item["order_id"])
-        if order is None or not order["order_time"].startswith(day):
-            continue
-        product = source["product"].get(item["product_id"]) or {}
-        rows.append(
-            tuple(
-                _plain(v)
-                for v in (
-                    item["item_id"],
-                    order["order_id"],
-                    order["user_id"],
-                    order["order_status"],
-                    item["product_id"],
-                    product.get("category") or "unknown",
-                    item["quantity"],
-                    Decimal(str(item["quantity"])) * Decimal(str(item["unit_price"])),
-                )
-            )
-        )
-    return sorted(rows)
+def _job_log(url: str, days: list[str]) -> list[tuple[str, str, int, str]]:
+    from sqlalchemy import text
+
+    from sharp_dagster.db import make_engine
+
+    starts = [d.replace("-", "") + "000000" for d in days]
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT job_name, data_range_start, attempt, status FROM job_log ORDER BY 1, 2, 3")
+            ).all()
+    finally:
+        engine.dispose()
+    return [tuple(r) for r in rows if r[1] in starts]
 
 
-def _spark_properties(event_log: Path) -> dict[str, str]:
-    """The application's Spark properties, from its event log's environment update."""
-    (path,) = [p for p in event_log.iterdir() if p.is_file() and not p.name.endswith(".inprogress")]
-    for line in path.read_text().splitlines():
-        if '"SparkListenerEnvironmentUpdate"' in line:
-            props = json.loads(line)["Spark Properties"]
-            return dict(props.items() if isinstance(props, dict) else props)
-    return {}
+def _local_files(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
 
-def _tasks_by_work(event_log: Path) -> tuple[set[str], dict[str, Counter]]:
-    """From a Spark event log: the executors the application was given, and for each SQL execution's physical
-    plan the executors that ran its tasks (executor id -> tasks)."""
-    (path,) = [p for p in event_log.iterdir() if p.is_file() and not p.name.endswith(".inprogress")]
-    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    executors = {e["Executor ID"] for e in events if e["Event"] == "SparkListenerExecutorAdded"}
-    plans = {
-        e["executionId"]: e.get("physicalPlanDescription", "")
-        for e in events
-        if e["Event"].endswith("SparkListenerSQLExecutionStart")
-    }
-    stage_execution = {}
-    for e in events:
-        if e["Event"] == "SparkListenerJobStart":
-            execution = (e.get("Properties") or {}).get("spark.sql.execution.id")
-            for stage in e["Stage IDs"]:
-                stage_execution[stage] = int(execution) if execution is not None else None
-    by_plan: dict[str, Counter] = {}
-    for e in events:
-        if e["Event"] == "SparkListenerTaskEnd":
-            plan = plans.get(stage_execution.get(e["Stage ID"]), "")
-            by_plan.setdefault(plan, Counter())[e["Task Info"]["Executor ID"]] += 1
-    return executors, by_plan
+@pytest.fixture()
+def _broker():
+    with local_broker() as broker:
+        yield broker
 
 
-@pytest.fixture(autouse=True)
-def _binlog_broker():
-    """A broker for the whole test: the cluster run and the local-mode run both land the day's binlog."""
-    with local_broker():
-        yield
-
-
-def test_asset_chain_on_standalone_cluster_matches_local_mode(tmp_path: Path) -> None:
+def test_two_days_on_two_workers_hdfs_postgres(tmp_path: Path, hdfs, pg_server, _broker) -> None:
     sample_dir = tmp_path / "sample"
-    generate(sample_dir, GeneratorConfig(days=2))
-    cluster_data, local_data = tmp_path / "data_cluster", tmp_path / "data_local"
+    generate(sample_dir, GeneratorConfig(days=len(DAYS)))
     events = tmp_path / "cluster_events"
     timings: dict[str, float] = {}
 
     t0 = time.monotonic()
-    with (
-        local_broker(),
-        SparkStandaloneCluster(base_dir=tmp_path / "cluster", cores=1, memory="1g") as cluster,
-    ):
+    with SparkStandaloneCluster(base_dir=tmp_path / "cluster", cores=1, memory="1g", workers=2) as cluster:
         timings["cluster_start"] = time.monotonic() - t0
+        env = _cluster_env(tmp_path, sample_dir, cluster, hdfs, pg_server, events)
+        # The embedded profile runs beside it (the same days, local mode, SQLite, a local warehouse).
+        local_env = _env(
+            tmp_path / "data_local",
+            sample_dir,
+            tmp_path / "local_dagster_home",
+            SHARP_SPARK_MASTER="local[1]",
+        )
         t1 = time.monotonic()
-        # Each run reads back its own warehouse, through the catalog its session is configured with (see
-        # RUN_SCRIPT): the cluster's tables are read on the cluster.
-        on_cluster = _run(
-            tmp_path, "cluster", _env(cluster_data, sample_dir, cluster.master_url, events), [cluster_data]
+        found: dict = {}
+        # Both at once: on a small machine the two runs overlap their waits (JVM starts, commits).
+        local_proc = _start_run(tmp_path, "local", local_env)
+        proc = _start_run(tmp_path, "cluster", env)
+        watcher = threading.Thread(
+            target=_kill_worker_mid_merge, args=(cluster, env, proc[2], DAYS[1], found)
         )
+        watcher.start()
+        try:
+            on_cluster = _finish_run("cluster", *proc)
+        except BaseException:
+            local_proc[0].kill()
+            local_proc[0].wait()
+            raise
+        finally:
+            found["stop"] = True
+            watcher.join()
         timings["cluster_run"] = time.monotonic() - t1
-        assert on_cluster["master"] == cluster.master_url, (on_cluster["master"], cluster.master_url)
-        apps = {a["id"]: a for a in cluster.applications()}
-        assert on_cluster["app_id"] in apps, (
-            f"application {on_cluster['app_id']} not known to the master {cluster.master_url}: {sorted(apps)}\n"
-            f"{cluster.logs()}"
-        )
-        # The worker launched an executor for this application (its work folder is named after it).
-        executor_dir = cluster.base_dir / "work" / on_cluster["app_id"]
-        assert executor_dir.is_dir(), (
-            f"no executor ran on the worker for {on_cluster['app_id']}\n{cluster.logs()}"
-        )
+        apps = {a["id"] for a in cluster.applications()}
+        logs = cluster.logs()
+    local = _finish_run("local", *local_proc)
+    timings["local_run_waited"] = time.monotonic() - t1 - timings["cluster_run"]
 
-    # Every task of the cluster run ran on the cluster's executors, none in the driver: the landing's Kafka read
-    # and parse, the ODS merge's writes and the DWD build among them.
-    executors, by_plan = _tasks_by_work(events)
+    assert on_cluster["instance"] == "PostgresRunStorage", on_cluster["instance"]
+    assert on_cluster["master"] == cluster.master_url and on_cluster["app_id"] in apps, (
+        on_cluster,
+        apps,
+        logs,
+    )
+    # Both workers launched an executor for the application (each in its own work folder).
+    for index in (0, 1):
+        assert (cluster.worker_dir(index) / "work" / on_cluster["app_id"]).is_dir(), f"worker {index}\n{logs}"
+
+    # The same rows as the embedded profile, day by day, and the first day equals the source.
+    assert on_cluster["rows"] == local["rows"] and len(on_cluster["rows"]) == len(CHAIN) * len(DAYS)
+    for key, rows in on_cluster["tables"].items():
+        assert rows, f"{key} is empty"
+        assert rows == local["tables"][key], f"{key}: the cluster's rows differ from local mode's"
+    _assert_equals_source(on_cluster["tables"], sample_dir, DAYS[0])
+
+    # Nothing of the pipeline's data on the driver's disk: only the OpenLineage event file (no OPENLINEAGE_URL).
+    left = [f for f in _local_files(tmp_path / "data_cluster") if not f.startswith("openlineage/")]
+    assert not left, f"the driver's data folder holds {left}"
+    _assert_executors_ran_the_work(events)
+
+    # The worker died mid-merge; Spark ran its tasks again on the other one, and the job log tells it as it was.
+    assert found.get("killed_at"), "the second day's ODS merge was never seen starting"
+    removed = support.executor_removals(events)
+    assert len(removed) == 1, removed
+    rows = _job_log(env["SHARP_LOG_DB_URL"], DAYS)
+    latest = {(name, start): status for name, start, _, status in rows}
+    for key in CHAIN:
+        for day in DAYS:
+            start = day.replace("-", "") + "000000"
+            assert latest.get((key, start)) == "SUCCESS", (key, day, rows)
+    assert not [r for r in rows if r[3] in ("RUNNING", "FAILURE")], rows
+    lost = len(support.lost_tasks(events))
+    print(f"timings: {json.dumps({k: round(v, 1) for k, v in timings.items()})}; step {found['step']}; "
+          f"tasks lost with the worker: {lost}; rows: {on_cluster['rows']}")  # fmt: skip
+
+
+def _assert_equals_source(tables: dict[str, list[str]], sample_dir: Path, day: str) -> None:
+    source = support._source_tables(sample_dir, day)
+    for key, (pk, columns) in support.ODS_COLUMNS.items():
+        got = sorted(
+            tuple(support._plain(r.get(c)) for c in (pk, *columns))
+            for r in map(json.loads, tables[f"{key}@{day}"])
+        )
+        want = sorted(
+            tuple(support._plain(row.get(c)) for c in (pk, *columns))
+            for row in source[key.split("/")[1]].values()
+        )
+        assert got == want, f"{key}[{day}] on the cluster differs from the source"
+    dwd = sorted(
+        tuple(support._plain(r.get(c)) for c in support.DWD_COLUMNS)
+        for r in map(json.loads, tables[f"dwd/order_detail@{day}"])
+    )
+    assert dwd == support._expected_dwd(source, day), f"dwd/order_detail[{day}] differs from the source"
+
+
+def _assert_executors_ran_the_work(events: Path) -> None:
+    """Every task ran on the cluster's executors, none in the driver: the landing's Kafka read and append, the ODS
+    merge's writes, the DWD and ADS builds among them."""
+    executors, by_plan = support._tasks_by_work(events)
     assert executors and "driver" not in executors, executors
-    # They wrote through the project's local file system (jvm/localfs): its jar is on their class path too.
-    assert _spark_properties(events).get("spark.hadoop.fs.file.impl") == jvm.LOCAL_FS_CLASS
+    # The sample shop's files are local: read through the project's local file system (jvm/localfs).
+    assert support._spark_properties(events).get("spark.hadoop.fs.file.impl") == jvm.LOCAL_FS_CLASS
     ran = sum(by_plan.values(), Counter())
     assert ran and set(ran) <= executors, f"tasks ran outside the cluster's executors {executors}: {ran}"
     summary = {plan.splitlines()[0][:120] if plan else "(no SQL)": dict(c) for plan, c in by_plan.items()}
@@ -313,58 +342,13 @@ def test_asset_chain_on_standalone_cluster_matches_local_mode(tmp_path: Path) ->
         )
 
     for what, needles in {
-        "the landing's Kafka read": ("KafkaRelation",),
-        "the landing's parse (Python on Arrow batches)": ("KafkaRelation", "MapInArrow"),
-        "the landing's append to the raw binlog table": (
-            "AppendData",
-            "IcebergWrite(table=sharp.original_binlog.shop,",
-        ),
-        "the merge of ods_state.orders (yesterday's state and the day's changes)": (
-            "OverwritePartitionsDynamic",
+        "the landing's Kafka read and parse": ("KafkaRelation", "MapInArrow"),
+        "the landing's append": ("AppendData", "IcebergWrite(table=sharp.original_binlog.shop,"),
+        "the merge of ods_state.orders": (
             "BatchScan sharp.ods_state.orders ",
-            "IcebergWrite(table=sharp.ods_state.orders,",
+            "IcebergWrite(table=sharp.ods",
         ),
-        "the ODS orders table's staged write": (
-            "OverwritePartitionsDynamic",
-            "IcebergWrite(table=sharp.ods.orders,",
-        ),
-        "the DWD build": ("OverwritePartitionsDynamic", "IcebergWrite(table=sharp.dwd.order_detail,"),
+        "the DWD build": ("IcebergWrite(table=sharp.dwd.order_detail,",),
+        "the ADS build": ("IcebergWrite(table=sharp.ads.gmv_by_category,",),
     }.items():
         assert tasks(*needles) > 0, f"no executor task for {what}: {json.dumps(summary, indent=1)}"
-
-    # Local mode, same partition, another warehouse.
-    t2 = time.monotonic()
-    local = _run(tmp_path, "local", _env(local_data, sample_dir, "local[1]"), [local_data])
-    timings["local_run_and_read"] = time.monotonic() - t2
-    assert local["master"] == "local[1]"
-
-    assert set(on_cluster["rows"]) == set(CHAIN), on_cluster["rows"]
-    assert on_cluster["rows"] == local["rows"], (on_cluster["rows"], local["rows"])
-    from_cluster, from_local = on_cluster["tables"][str(cluster_data)], local["tables"][str(local_data)]
-    for key in CHAIN:
-        assert len(from_cluster[key]) == on_cluster["rows"][key], (
-            key,
-            len(from_cluster[key]),
-            on_cluster["rows"],
-        )
-        assert len(from_cluster[key]) > 0, f"{key}[{PARTITION}] is empty"
-        assert from_cluster[key] == from_local[key], f"{key}[{PARTITION}]: cluster and local mode rows differ"
-    sample = json.loads(from_cluster["dwd/order_detail"][0])
-    assert {"item_id", "order_id", "line_amount", "category"} <= set(sample), sample
-
-    # The cluster's tables equal the source at the end of the day.
-    source = _source_tables(sample_dir, PARTITION)
-    for key, (pk, columns) in ODS_COLUMNS.items():
-        got = sorted(
-            tuple(_plain(r.get(c)) for c in (pk, *columns)) for r in map(json.loads, from_cluster[key])
-        )
-        want = sorted(
-            tuple(_plain(row.get(c)) for c in (pk, *columns)) for row in source[key.split("/")[1]].values()
-        )
-        assert got == want, f"{key}[{PARTITION}] on the cluster differs from the source"
-    dwd = sorted(
-        tuple(_plain(r.get(c)) for c in DWD_COLUMNS)
-        for r in map(json.loads, from_cluster["dwd/order_detail"])
-    )
-    assert dwd == _expected_dwd(source, PARTITION), f"dwd/order_detail[{PARTITION}] differs from the source"
-    print(f"timings: {json.dumps({k: round(v, 1) for k, v in timings.items()})}; rows: {on_cluster['rows']}")
