@@ -8,14 +8,16 @@ invalid.
 
 from __future__ import annotations
 
-from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
+import re
+
+from dagster import AssetKey, AssetSelection, Definitions, define_asset_job, in_process_executor
 
 from sharp_dagster.assets.cdc_assets import build_landing_asset, build_ods_merge_asset, source_specs
 from sharp_dagster.assets.lineage_meta import governance_check, lineage_metadata, with_explorer_links
 from sharp_dagster.assets.quality import load_project_rules
 from sharp_dagster.assets.sql_assets import build_sql_asset, external_asset_specs
 from sharp_dagster.lineage.governance import check as governance_check_tables
-from sharp_dagster.naming import key_str
+from sharp_dagster.naming import key_str, parts
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.resources.io_manager import SparkTableIOManager
 from sharp_dagster.resources.spark import SparkResource
@@ -23,7 +25,7 @@ from sharp_dagster.sensors.cdc import build_kafka_sensor
 from sharp_dagster.sensors.log_driven import build_log_driven_sensor
 from sharp_dagster.settings import warehouse_sql_dir
 from sharp_dagster.warehouse.catalog import WarehouseDefinitionError
-from sharp_dagster.warehouse.cdc_layout import START, landing_assets, ods_tables
+from sharp_dagster.warehouse.cdc_layout import START, landing_assets, landing_table, ods_tables, source_start
 from sharp_dagster.warehouse.layout import layout
 from sharp_dagster.warehouse.sources import physical_tables
 
@@ -77,29 +79,68 @@ ods_assets = [
 
 source_assets = external_asset_specs(CATALOG, [e for d in DEPS.values() for e in d.externals])
 
+# A source whose bootstrap put its start elsewhere has partitions of its own: its ODS and landing assets leave the
+# warehouse-wide jobs (a job's assets share one partitions definition) for two jobs of their own.
+_own_start = {
+    src.source_id: source_start(src) for src, _, _ in landing_assets() if source_start(src) != START
+}
+_own_ods = {
+    sid: [AssetKey(["ods", t.name]) for t in ods_tables() if t.source.source_id == sid] for sid in _own_start
+}
+_own_landing = {
+    sid: [AssetKey(parts(landing_table(db))) for src, db, _ in landing_assets() if src.source_id == sid]
+    for sid in _own_start
+}
 warehouse_job = define_asset_job(
     "warehouse_daily",
-    selection=AssetSelection.groups("ods", "dwd", "ads"),
+    selection=AssetSelection.groups("ods", "dwd", "ads")
+    - AssetSelection.assets(*[k for keys in _own_ods.values() for k in keys]),
     partitions_def=partitions_for("daily", START),
     description="Every daily warehouse table (ODS merge -> DWD -> ADS) for one day.",
 )
 landing_job = define_asset_job(
     "binlog_hourly",
-    selection=AssetSelection.groups("cdc"),
+    selection=AssetSelection.groups("cdc")
+    - AssetSelection.assets(*[k for keys in _own_landing.values() for k in keys]),
     partitions_def=partitions_for("hourly", START),
     description="Land the binlog topics into the raw binlog tables (hourly).",
 )
+source_jobs = []
+for _sid, _start in sorted(_own_start.items()):
+    _name = re.sub(r"[^A-Za-z0-9_]", "_", _sid)
+    source_jobs += [
+        define_asset_job(
+            f"ods_daily_{_name}",
+            selection=AssetSelection.assets(*_own_ods[_sid]),
+            partitions_def=partitions_for("daily", _start),
+            description=f"The ODS merges of source {_sid} (from its bootstrap day {_start}) for one day.",
+        ),
+        define_asset_job(
+            f"binlog_hourly_{_name}",
+            selection=AssetSelection.assets(*_own_landing[_sid]),
+            partitions_def=partitions_for("hourly", _start),
+            description=f"Land the binlog topics of source {_sid} (hourly, from {_start}).",
+        ),
+    ]
 
 # What the log-driven sensor plans: every asset whose job-log rows are periods.
 LOG_ASSETS = LAYOUT.period_assets
+_own_keys = {k.to_user_string() for keys in _own_ods.values() for k in keys}
 
 spark = SparkResource()
 defs = Definitions(
     assets=[*with_explorer_links([*cdc_source_assets, *source_assets, *landing, *ods_assets]), *sql_assets],
     asset_checks=governance_checks,
-    jobs=[warehouse_job, landing_job],
+    jobs=[warehouse_job, landing_job, *source_jobs],
     sensors=[
-        build_log_driven_sensor(LOG_ASSETS),
+        build_log_driven_sensor({k: a for k, a in LOG_ASSETS.items() if k not in _own_keys}),
+        *[
+            build_log_driven_sensor(
+                {k.to_user_string(): LOG_ASSETS[k.to_user_string()] for k in _own_ods[sid]},
+                name=f"log_driven_sensor_{re.sub(r'[^A-Za-z0-9_]', '_', sid)}",
+            )
+            for sid in sorted(_own_start)
+        ],
         *[build_kafka_sensor(db, topic) for _, db, topic in landing_assets()],
     ],
     resources={"spark": spark, "warehouse_io_manager": SparkTableIOManager(spark=spark)},

@@ -43,7 +43,7 @@ from sharp_dagster.logdriven import job_log_or_fail
 from sharp_dagster.naming import key_str, parts
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
-from sharp_dagster.warehouse.cdc_layout import START, OdsTable, bootstrap_day, landing_table
+from sharp_dagster.warehouse.cdc_layout import START, OdsTable, bootstrap_day, landing_table, source_start
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -90,7 +90,7 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
             f"Raw binlog of `{database}` (seed 002's original_binlog.{database}): one row per row change, partitioned "
             f"by logical table, dt and hour, landed hourly from Kafka topic `{topic}` with done markers."
         ),
-        partitions_def=partitions_for("hourly", START),
+        partitions_def=partitions_for("hourly", source_start(source)),
         # A backfill of many hours is one landing (up to the end offsets), not one run per hour.
         backfill_policy=BackfillPolicy.single_run(),
         deps=source_keys,
@@ -167,7 +167,9 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
         # The done markers publish the hours to the ODS merges: only while this attempt still holds the claim.
         jl.assert_current(handle)
         with jl.step(handle, "done_markers", target_type="marker") as rec:
-            since = result.min_event_ts_ms or int(datetime.fromisoformat(START).timestamp() * 1000)
+            since = result.min_event_ts_ms or int(
+                datetime.fromisoformat(source_start(source)).timestamp() * 1000
+            )
             marked = write_done_markers(
                 store.warehouse_dir,
                 database,
@@ -237,7 +239,7 @@ def build_ods_merge_asset(
     t: OdsTable, rules, grains: dict[str, str], log_asset: LogDrivenAsset
 ) -> AssetsDefinition:
     job_name = t.asset_key_str
-    partitions_def = partitions_for("daily", START)
+    partitions_def = partitions_for("daily", t.start)
     rules = list(rules or [])
 
     @asset(
@@ -316,7 +318,7 @@ def build_ods_merge_asset(
                         state_ref(t.name), [{"dt": previous}], needed_by=f"{job_name}[{key}]"
                     ).drop("dt")
                 except MissingPartitionError as exc:
-                    hint = " (the bootstrap snapshot)" if previous == bootstrap_day() else ""
+                    hint = " (the bootstrap snapshot)" if previous == bootstrap_day(t.start) else ""
                     raise Failure(
                         description=f"{job_name} [{key}]: no state of {previous}{hint}: {exc}"
                     ) from exc

@@ -7,6 +7,8 @@ One YAML file describes one source (a MySQL/MariaDB server the collector reads t
     replica_server_id: 4101          # the server id the collector registers with; unique among replicas
     lateness_minutes: 15             # an hour is done when the watermark passed hour end + this
     topic_partitions: 2              # partitions of each binlog topic the collector creates
+    start: 2024-06-01                # the first day merged into ODS (written by `cdc bootstrap`; default: the
+                                     # warehouse's DEFAULT_START); its bootstrap snapshot is the day before's state
     databases:
       - name: shop                   # source database; raw table original_binlog.shop
         topic: binlog.shop           # default: binlog.<name>
@@ -44,6 +46,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +149,7 @@ class SourceConfig:
     lateness_minutes: int = 15
     topic_partitions: int = 1
     path: Path | None = field(default=None, compare=False)
+    start: str | None = None  # YYYY-MM-DD: the first merged day, where the bootstrap put it
 
     def database(self, name: str) -> DatabaseConfig:
         for db in self.databases:
@@ -173,6 +177,7 @@ class SourceConfig:
             self.lateness_minutes,
             self.topic_partitions,
             self.path,
+            self.start,
         )
 
 
@@ -211,7 +216,7 @@ def load_source_config(path: str | Path) -> SourceConfig:
         raise ConfigError(f"{path}: cannot read the CDC config: {exc.strerror or exc}") from exc
     try:
         data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: a date-like scalar that is no date (2026-13-01)
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     return source_config_from_dict(data, origin=str(path), path=path)
 
@@ -224,8 +229,17 @@ def source_config_from_dict(
     r.no_unknown(
         top,
         "",
-        {"source_id", "flavor", "replica_server_id", "lateness_minutes", "topic_partitions", "databases"},
+        {
+            "source_id",
+            "flavor",
+            "replica_server_id",
+            "lateness_minutes",
+            "topic_partitions",
+            "databases",
+            "start",
+        },
     )
+    start = _start(r, top.get("start"))
     source_id = r.string(top, "source_id", pattern=_SOURCE_ID, hint="letters, digits and _.:-")
     flavor = r.string(top, "flavor", default="mariadb")
     if flavor not in FLAVORS:
@@ -296,7 +310,24 @@ def source_config_from_dict(
     topics = [db.topic for db in databases]
     if len(set(topics)) != len(topics):
         r.fail("databases", "two databases share one topic; each source database has its own topic")
-    return SourceConfig(source_id, tuple(databases), flavor, replica_server_id, lateness, partitions, path)
+    return SourceConfig(
+        source_id, tuple(databases), flavor, replica_server_id, lateness, partitions, path, start
+    )
+
+
+def _start(r: _Reader, value: Any) -> str | None:
+    """`start`: a day, YYYY-MM-DD (YAML reads an unquoted one as a date)."""
+    if value is None:
+        return None
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        try:
+            return date.fromisoformat(value).isoformat()
+        except ValueError:
+            pass
+    r.fail("start", f"expected a day YYYY-MM-DD, got {value!r}")
+    return None
 
 
 def _check_shard_key(

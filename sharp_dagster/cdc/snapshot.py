@@ -14,9 +14,19 @@ that GTID, starts no later than the stamp.
 
 JDBC: Debian's MariaDB Connector/J (`/usr/share/java/mariadb-java-client.jar`, put on `spark.jars` by
 `build_spark_session`), driver `org.mariadb.jdbc.Driver`, URL `jdbc:mysql://host:port/db?permitMysqlScheme`:
-with a `jdbc:mariadb:` URL Spark picks no MySQL dialect and quotes names wrongly. The session time zone is set
-to UTC so TIMESTAMP columns read as the same instants the binlog carries (python-mysql-replication decodes them
-as UTC). Columns keep their JDBC types; binlog images carry canonical strings (see `messages.py`).
+with a `jdbc:mariadb:` URL Spark picks no MySQL dialect and quotes names wrongly. The server session's time zone
+is set to UTC so TIMESTAMP columns read as the same instants the binlog carries (python-mysql-replication
+decodes them as UTC). Columns keep their JDBC types, except temporal ones; binlog images carry canonical strings
+(see `messages.py`).
+
+Temporal values never pass through `java.sql.Timestamp` / `java.sql.Date`: JDBC builds those from the wall clock
+in the JVM's default time zone, and Spark turns them back into instants, so on a machine in Asia/Shanghai a
+DATETIME came out 8 hours early (8:05:43 in year 1000, the zone's local mean time), and a wall-clock time that
+does not exist in the JVM's zone (a daylight-saving gap) moved by an hour. Instead the server computes each
+DATETIME / TIMESTAMP as microseconds since 1970-01-01 00:00:00 and each DATE as days since 1970-01-01 (proleptic
+Gregorian, like both MySQL and Spark), and Spark rebuilds them with `timestamp_micros` / `date_from_unix_date`:
+exact whatever the JVM's, the machine's or Spark's session time zone. DATETIMEs are wall-clock values read as UTC,
+as the binlog path reads them.
 """
 
 from __future__ import annotations
@@ -152,11 +162,12 @@ def _read_shard(
     fetch_size: int,
     num_partitions: int,
 ) -> DataFrame:
+    columns = _column_types(mysql, database, shard)
     reader = (
         spark.read.format("jdbc")
         .option("url", jdbc_url(mysql, database))
         .option("driver", JDBC_DRIVER)
-        .option("dbtable", f"`{shard}`")
+        .option("dbtable", _select_shard(shard, columns))
         .option("user", mysql.user)
         .option("password", mysql.password)
         .option("fetchsize", str(fetch_size))
@@ -177,4 +188,50 @@ def _read_shard(
                 .option("upperBound", str(high))
                 .option("numPartitions", str(num_partitions))
             )
-    return reader.load().withColumn("source_table", F.lit(shard))
+    df = reader.load()
+    return df.select(*[_spark_value(name, kind) for name, kind in columns]).withColumn(
+        "source_table", F.lit(shard)
+    )
+
+
+_EPOCH = "'1970-01-01 00:00:00'"
+_TEMPORAL = {"datetime": "timestamp", "timestamp": "timestamp", "date": "date"}
+
+
+def _column_types(mysql: MysqlSettings, database: str, shard: str) -> list[tuple[str, str | None]]:
+    """The shard's columns in order, each with its temporal kind (`timestamp`, `date`) or None."""
+    conn = _connect(mysql)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = %s "
+                "AND table_name = %s ORDER BY ordinal_position",
+                (database, shard),
+            )
+            return [(name, _TEMPORAL.get(str(kind).lower())) for name, kind in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+def _select_shard(shard: str, columns: list[tuple[str, str | None]]) -> str:
+    """The JDBC `dbtable`: the shard with its temporal columns as numbers (see the module docstring)."""
+
+    def value(name: str, kind: str | None) -> str:
+        if kind == "timestamp":
+            return f"TIMESTAMPDIFF(MICROSECOND, {_EPOCH}, `{name}`) AS `{name}`"
+        if kind == "date":
+            return f"DATEDIFF(`{name}`, {_EPOCH}) AS `{name}`"
+        return f"`{name}`"
+
+    if not any(kind for _, kind in columns):
+        return f"`{shard}`"
+    return f"(SELECT {', '.join(value(n, k) for n, k in columns)} FROM `{shard}`) AS `s`"
+
+
+def _spark_value(name: str, kind: str | None):
+    col = F.col(f"`{name}`")
+    if kind == "timestamp":
+        return F.timestamp_micros(col).alias(name)
+    if kind == "date":
+        return F.date_from_unix_date(col.cast("int")).alias(name)
+    return col

@@ -74,6 +74,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     land.add_argument("--warehouse", help="warehouse folder (default: SHARP_WAREHOUSE_DIR / settings)")
     land.set_defaults(func=cmd_land)
 
+    init = sub.add_parser(
+        "init", help="write the source YAML from a live server's schema; check its binlog settings and grants"
+    )
+    _server_flags(init)
+    init.add_argument("--database", action="append", required=True, help="database to capture (repeatable)")
+    init.add_argument("--source-id", help="the source's id (default: <first database>-<flavor>)")
+    init.add_argument("--replica-server-id", type=int, default=4101)
+    init.add_argument("--lateness-minutes", type=int, default=15)
+    init.add_argument("--topic-partitions", type=int, default=1)
+    init.add_argument(
+        "--exclude", action="append", default=[], help="regex of physical tables to leave out (repeatable)"
+    )
+    init.add_argument("--output", help="where to write (default: <warehouse SQL dir>/cdc/<source_id>.yaml)")
+    init.add_argument("--dry-run", action="store_true", help="print the YAML, write nothing")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+    init.set_defaults(func=cmd_init)
+
+
+def _server_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=3306)
+    parser.add_argument("--user", default="root", help=f"MySQL user; the password comes from ${PASSWORD_ENV}")
+
 
 def _load_config(path: str):
     from sharp_dagster.cdc.config import ConfigError, load_source_config
@@ -187,6 +210,41 @@ def cmd_land(args: argparse.Namespace) -> int:
         f"quarantined {result.quarantined}, heartbeats {result.heartbeats}; {len(result.touched_hours)} hours touched, "
         f"{len(markers)} done markers written"
     )
+    return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from sharp_dagster.cdc.config import MysqlSettings
+    from sharp_dagster.cdc.introspect import IntrospectError, introspect
+    from sharp_dagster.settings import warehouse_sql_dir
+
+    mysql = MysqlSettings.from_env(args.host, args.port, args.user)
+    names = ("source_id", "replica_server_id", "lateness_minutes", "topic_partitions", "exclude")
+    try:
+        result = introspect(mysql, args.database, **{name: getattr(args, name) for name in names})
+    except IntrospectError as exc:
+        raise _cli_error(str(exc)) from None
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if args.dry_run:
+        print(result.yaml, end="")
+    for problem in result.problems:
+        print(f"missing: {problem}", file=sys.stderr)
+    if result.problems:
+        raise _cli_error(f"{len(result.problems)} problem(s) above; nothing written")
+    if args.dry_run:
+        return 0
+    out = (
+        Path(args.output)
+        if args.output
+        else warehouse_sql_dir() / "cdc" / f"{result.config['source_id']}.yaml"
+    )
+    if out.exists() and not args.force:
+        raise _cli_error(f"{out} exists; pass --force to overwrite it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(result.yaml)
+    tables = sum(len(db["tables"]) for db in result.config["databases"])
+    print(f"cdc init: wrote {out} ({tables} tables); server settings and grants are complete")
     return 0
 
 

@@ -113,11 +113,13 @@ def build_log_driven_sensor(
     assets: Mapping[str, LogDrivenAsset],
     max_attempts: int = 3,
     minimum_interval_seconds: int = 30,
+    name: str = "log_driven_sensor",
 ):
+    # One sensor's target shares one partitions definition: a source with its own start gets a sensor of its own.
     keys = [AssetKey(parts(name)) for name in sorted(assets)]
 
     @sensor(
-        name="log_driven_sensor",
+        name=name,
         target=AssetSelection.assets(*keys),
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=DefaultSensorStatus.STOPPED,

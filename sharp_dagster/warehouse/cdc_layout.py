@@ -3,7 +3,8 @@
 One YAML per source under `warehouse/cdc/`. For each database: an hourly landing asset `original_binlog/<db>`
 (raw table `original_binlog.<db>`), and for each logical table a daily merge asset `ods/<table>` whose state (with
 tombstones) is `ods_state.<table>` and whose published rows are `ods.<table>`. The state of the day before the
-asset's start is the bootstrap snapshot.
+asset's start is the bootstrap snapshot. A source's start is its YAML's `start:` (written by `cdc bootstrap` on
+the day of its snapshot, so a capture started today merges today), else the warehouse's `DEFAULT_START`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from sharp_dagster.cdc.config import SourceConfig, TableConfig, load_source_config
 from sharp_dagster.settings import DEFAULT_START, warehouse_sql_dir
 
-START = DEFAULT_START  # the CDC path starts with the warehouse
+START = DEFAULT_START  # a source without `start:` starts with the warehouse
 SHARD_COLUMN = "source_table"
 
 
@@ -39,6 +40,10 @@ class OdsTable:
         return self.table.shard_regex is not None
 
     @property
+    def start(self) -> str:
+        return source_start(self.source)
+
+    @property
     def shard_column(self) -> str | None:
         return SHARD_COLUMN if self.sharded else None
 
@@ -48,6 +53,11 @@ class OdsTable:
         return merge_key(
             self.table.primary_key, shard_column=self.shard_column, business_key=self.table.business_key
         )
+
+
+def source_start(source: SourceConfig) -> str:
+    """The source's first merged day (and first landed hour): where its bootstrap put it, else `START`."""
+    return source.start or START
 
 
 def cdc_dir() -> Path:

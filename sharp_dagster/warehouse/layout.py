@@ -21,8 +21,16 @@ from sharp_dagster.naming import key_str
 from sharp_dagster.periods import PeriodSpec
 from sharp_dagster.settings import warehouse_sql_dir
 from sharp_dagster.warehouse.catalog import SqlTable, WarehouseCatalog, load_catalog
-from sharp_dagster.warehouse.cdc_layout import START, OdsTable, landing_assets, landing_table, ods_tables
+from sharp_dagster.warehouse.cdc_layout import (
+    START,
+    OdsTable,
+    landing_assets,
+    landing_table,
+    ods_tables,
+    source_start,
+)
 from sharp_dagster.warehouse.dependencies import TableDeps, resolve
+from sharp_dagster.warehouse.sources import other_starts
 
 
 class Layout:
@@ -45,14 +53,16 @@ class Layout:
     def starts(self) -> dict[str, str]:
         """Qualified name -> first partition, of every asset."""
         return {
-            **{q: START for q in self.catalog.other_assets},
+            **{q: other_starts().get(q, START) for q in self.catalog.other_assets},
             **{t.qualified: t.start for t in self.catalog.tables},
         }
 
     @cached_property
     def log_assets(self) -> dict[str, LogDrivenAsset]:
         """Every log-driven asset by `layer/table`: landings, ODS merges and SQL tables."""
-        assets = {key_str(landing_table(db)): _landing(db) for _, db, _ in landing_assets()}
+        assets = {
+            key_str(landing_table(db)): _landing(db, source_start(src)) for src, db, _ in landing_assets()
+        }
         assets.update({t.asset_key_str: _ods(t) for t in ods_tables()})
         assets.update({t.asset_key_str: self.sql_log_asset(t) for t in self.catalog.tables})
         return assets
@@ -82,9 +92,9 @@ def _spec(grain: str, start: str) -> PeriodSpec:
     return PeriodSpec(grain, datetime.fromisoformat(start))
 
 
-def _landing(database: str) -> LogDrivenAsset:
+def _landing(database: str, start: str) -> LogDrivenAsset:
     return LogDrivenAsset(
-        key_str(landing_table(database)), _spec("hourly", START), incremental_type=KAFKA_OFFSET
+        key_str(landing_table(database)), _spec("hourly", start), incremental_type=KAFKA_OFFSET
     )
 
 
@@ -100,7 +110,7 @@ def _ods(t: OdsTable) -> LogDrivenAsset:
             return None
         return f"the binlog of {day} has not fully landed (done markers incomplete)"
 
-    return LogDrivenAsset(t.asset_key_str, _spec("daily", START), ready=ready)
+    return LogDrivenAsset(t.asset_key_str, _spec("daily", t.start), ready=ready)
 
 
 @cache

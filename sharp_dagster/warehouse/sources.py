@@ -69,6 +69,15 @@ def source_edges() -> list[tuple[str, str]]:
     return lineage_edges(physical_tables())
 
 
+def other_starts() -> dict[str, str]:
+    """Tables written by non-SQL assets (the CDC path), qualified name -> first partition (the source's start)."""
+    from sharp_dagster.warehouse.cdc_layout import source_start
+
+    starts = {f"ods.{t.name}": t.start for t in ods_tables()}
+    starts.update({landing_table(db): source_start(src) for src, db, _ in landing_assets()})
+    return starts
+
+
 def other_assets() -> dict[str, str]:
     """Tables written by non-SQL assets (the CDC path), qualified name -> grain."""
     assets = {f"ods.{t.name}": "daily" for t in ods_tables()}

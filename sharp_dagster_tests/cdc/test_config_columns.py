@@ -196,3 +196,24 @@ def test_a_declaration_is_a_name_then_a_type():
     )
     with pytest.raises(ColumnTypeError, match="expected '<column name> <MySQL type>'"):
         parse_column("1st INT")
+
+
+def test_start_is_the_first_merged_day(tmp_path):
+    from sharp_dagster.warehouse.cdc_layout import START, OdsTable, bootstrap_day, source_start
+
+    _, cfg = load(tmp_path, SAMPLE)
+    assert cfg.start is None and source_start(cfg) == START  # the demo's sources start with the warehouse
+    for written in ("start: 2026-11-26", "start: '2026-11-26'"):
+        _, cfg = load(tmp_path, f"{written}\n{SAMPLE}")
+        table = OdsTable("shop", cfg.databases[0].tables[0], cfg)
+        assert (cfg.start, table.start, bootstrap_day(table.start)) == (
+            "2026-11-26",
+            "2026-11-26",
+            "2026-11-25",
+        )
+        assert cfg.only(["shop"]).start == "2026-11-26"
+    with pytest.raises(ConfigError, match=r"shop.yaml: not valid YAML: month must be in 1..12"):
+        load(tmp_path, f"start: 2026-13-01\n{SAMPLE}")
+    for bad in ("start: '2026-13-01'", "start: yesterday", "start: 2026-11-26T00:00:00"):
+        with pytest.raises(ConfigError, match=r"shop.yaml: start: expected a day YYYY-MM-DD, got"):
+            load(tmp_path, f"{bad}\n{SAMPLE}")

@@ -449,3 +449,29 @@ def test_rows_the_day_does_not_touch_pass_through_unchanged(spark):
     ]
     for strategy in ("broadcast", "shuffle"):
         assert merged(spark, base_rows, changes, strategy=strategy) == expected, strategy
+
+
+def test_business_key_across_shards_without_shard_column_fills_the_physical_table(spark):
+    # The library call without `shard_column`: the state's `source_table` is the physical table, filled from
+    # each change (it used to come out NULL), and the truncate of one shard stays scoped to it.
+    columns = [("order_no", "string"), ("source_table", "string"), ("qty", "int")]
+    base = [
+        {"order_no": "A-1", "source_table": "user_0", "qty": 1, SEQ: seq_of(10), DELETED: False},
+        {"order_no": "B-2", "source_table": "user_0", "qty": 2, SEQ: seq_of(10), DELETED: False},
+        {"order_no": "C-3", "source_table": "user_1", "qty": 3, SEQ: seq_of(10), DELETED: False},
+    ]
+    changes = [
+        change("d", 20, table="user_0", before={"order_no": "A-1"}),
+        change("c", 21, table="user_1", after={"order_no": "A-1", "qty": 5}),
+        change("u", 22, table="user_1", before={"order_no": "C-3"}, after={"order_no": "C-3", "qty": 4}),
+        change("t", 30, table="user_0"),
+    ]
+    result = merged(spark, base, changes, key=["order_no"], columns=columns)
+    assert result == merge_reference(
+        base, changes, ["order_no"], columns=columns, shard_column="source_table"
+    )
+    assert [(r["order_no"], r["source_table"], r[DELETED]) for r in result] == [
+        ("A-1", "user_1", False),
+        ("B-2", "user_0", True),
+        ("C-3", "user_1", False),
+    ]

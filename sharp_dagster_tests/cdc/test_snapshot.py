@@ -77,3 +77,71 @@ def test_snapshot_of_a_table_that_does_not_exist(cdc, spark):
     db = cdc.new_database()
     with pytest.raises(SnapshotError, match="no table matches user_info"):
         snapshot_table(spark, cdc.mysql, db, TABLE)
+
+
+# Wall-clock values, among them year 1000 (Asia/Shanghai's local mean time is +8:05:43 there) and 1988-04-10
+# 02:30, which does not exist in Asia/Shanghai (daylight saving began at 02:00 that day).
+TEMPORAL_ROWS = [
+    (1, "1000-01-01 00:00:00", "1000-01-01 00:00:00.000000", "1000-01-01", "1970-01-01 00:00:01"),
+    (2, "2024-01-01 00:00:00", "2023-12-31 23:59:59.999999", "2024-01-01", "2024-01-01 00:00:00"),
+    (3, "1988-04-10 02:30:00", "1988-04-10 02:30:00.500000", "1988-04-10", "1988-04-10 02:30:00"),
+    (4, "9999-12-31 23:59:59", "9999-12-31 23:59:59.999999", "9999-12-31", "2038-01-19 03:14:07"),
+]
+PROBE = """
+import json, sys
+from sharp_dagster.cdc.config import MysqlSettings, TableConfig
+from sharp_dagster.cdc.snapshot import snapshot_table
+from sharp_dagster.settings import Settings
+from sharp_dagster.spark.session import build_spark_session
+
+host, port, db = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+spark = build_spark_session(Settings.from_env(), app_name="tz_probe", **{"spark.sql.session.timeZone": "Asia/Shanghai"})
+jvm_zone = spark.sparkContext._jvm.java.util.TimeZone.getDefault().getID()
+for parts in (1, 2):
+    df = snapshot_table(spark, MysqlSettings(host, port, "root", ""), db, TableConfig("temporal", ("id",)),
+                        num_partitions=parts).df
+    rows = df.selectExpr("id", "unix_micros(dt0)", "unix_micros(dt6)", "unix_date(d)", "unix_micros(ts)").collect()
+    print(json.dumps({"jvm": jvm_zone, "parts": parts, "rows": sorted([list(r) for r in rows])}))
+"""
+
+
+def _micros(text: str) -> int:
+    stamp = dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
+    return (stamp - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+
+
+def test_snapshot_values_do_not_depend_on_the_machines_time_zone(mariadb, tmp_path):
+    """A JVM and a Spark session in Asia/Shanghai read DATETIME, TIMESTAMP and DATE values as the source holds
+    them (DATETIMEs as wall-clock UTC, TIMESTAMPs as their instants), read whole or in key ranges."""
+    import os
+    import subprocess
+    import sys
+
+    mariadb.execute("DROP DATABASE IF EXISTS tz_probe", "CREATE DATABASE tz_probe")
+    values = ", ".join(f"({i}, '{a}', '{b}', '{c}', '{d}')" for i, a, b, c, d in TEMPORAL_ROWS)
+    mariadb.execute(
+        "CREATE TABLE temporal (id INT PRIMARY KEY, dt0 DATETIME, dt6 DATETIME(6), d DATE, ts TIMESTAMP NULL)",
+        "SET time_zone = '+00:00'",
+        f"INSERT INTO temporal VALUES {values}",
+        database="tz_probe",
+    )
+    env = {**os.environ, "TZ": "Asia/Shanghai", "SHARP_DATA_DIR": str(tmp_path / "data")}
+    script = tmp_path / "tz_probe.py"
+    script.write_text(PROBE)
+    done = subprocess.run(
+        [sys.executable, str(script), mariadb.host, str(mariadb.port), "tz_probe"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    epoch = dt.date(1970, 1, 1)
+    expected = [
+        [i, _micros(a), _micros(b), (dt.date.fromisoformat(c) - epoch).days, _micros(d)]
+        for i, a, b, c, d in TEMPORAL_ROWS
+    ]
+    outputs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [(o["jvm"], o["parts"]) for o in outputs] == [("Asia/Shanghai", 1), ("Asia/Shanghai", 2)]
+    for output in outputs:
+        assert output["rows"] == expected
