@@ -221,6 +221,27 @@ def load_source_config(path: str | Path) -> SourceConfig:
     return source_config_from_dict(data, origin=str(path), path=path)
 
 
+def write_start(path: str | Path, day: str) -> None:
+    """Set the source YAML's top-level `start:` to `day` in place, keeping the rest of the file (and its comments)
+    as written: the line is replaced, or added after `source_id:`. The result must load."""
+    path = Path(path)
+    lines = path.read_text().splitlines(keepends=True)
+    line = f"start: {date.fromisoformat(day).isoformat()}\n"
+    at = next((i for i, text in enumerate(lines) if re.match(r"start\s*:", text)), None)
+    if at is not None:
+        lines[at] = line
+    else:
+        after = next((i for i, text in enumerate(lines) if re.match(r"source_id\s*:", text)), None)
+        if after is None:
+            raise ConfigError(f"{path}: no top-level source_id line to put start: after")
+        lines.insert(after + 1, line)
+    text = "".join(lines)
+    source_config_from_dict(yaml.safe_load(text), origin=str(path))
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def source_config_from_dict(
     data: Any, origin: str = "<CDC config>", path: Path | None = None
 ) -> SourceConfig:

@@ -174,8 +174,7 @@ def merge_day(
     Canal's all-strings images give string columns) and its ALTERs; a day with none of them is an error.
     `shard_column` names the column holding the physical table (`source_table`) of a sharded table: it scopes
     truncates and belongs in `key_columns` (see `merge_key`) unless a business key is unique across shards. A key
-    column named `source_table`, or a `source_table` column of `base`, is the physical table even when
-    `shard_column` is not passed (filled from each change's physical table).
+    column or a `base` column named `source_table` is the physical table even when `shard_column` is not passed.
 
     `strategy`: "broadcast" streams the state past the broadcast delta (the state is never shuffled), "shuffle"
     full-outer-joins them, "auto" broadcasts unless the delta has more than `broadcast_max_rows` keys. The day is
@@ -270,8 +269,7 @@ def _plan(
         raise ValueError("merge needs key columns (see merge_key)")
     shard_column = _physical_table_column(key_columns, shard_column)
     if shard_column is None and base is not None:
-        # A state with a `source_table` column is a sharded table's: without this, a business key unique across
-        # shards would leave the column NULL on every changed row (the images do not carry it).
+        # A sharded table's state: else a business key unique across shards leaves the column NULL (no image has it).
         shard_column = next((c for c in base.columns if c.lower() == PHYSICAL_TABLE_COLUMN), None)
     events = events if events is not None else table_events(changes)
     inferred = base is None and columns is None

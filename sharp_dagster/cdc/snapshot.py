@@ -71,7 +71,8 @@ class SnapshotResult:
     shards: list[str]
 
 
-def _connect(mysql: MysqlSettings, database: str | None = None) -> pymysql.Connection:
+def connect(mysql: MysqlSettings, database: str | None = None) -> pymysql.Connection:
+    """A PyMySQL connection to the source in autocommit; `SnapshotError` naming the server when it fails."""
     try:
         return pymysql.connect(
             **mysql.pymysql_kwargs(), database=database, connect_timeout=10, autocommit=True
@@ -82,7 +83,7 @@ def _connect(mysql: MysqlSettings, database: str | None = None) -> pymysql.Conne
 
 def read_binlog_position(mysql: MysqlSettings) -> BinlogPosition:
     """The GTID state, then the binlog file + position (in that order, see the module docstring)."""
-    conn = _connect(mysql)
+    conn = connect(mysql)
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT VERSION()")
@@ -106,7 +107,7 @@ def read_binlog_position(mysql: MysqlSettings) -> BinlogPosition:
 
 
 def list_tables(mysql: MysqlSettings, database: str) -> list[str]:
-    conn = _connect(mysql)
+    conn = connect(mysql)
     try:
         with conn.cursor() as cur:
             cur.execute(
@@ -174,7 +175,7 @@ def _read_shard(
     )
     if num_partitions > 1:
         key = table.primary_key[0]
-        conn = _connect(mysql, database)
+        conn = connect(mysql, database)
         try:
             with conn.cursor() as cur:
                 cur.execute(f"SELECT MIN(`{key}`), MAX(`{key}`) FROM `{shard}`")
@@ -188,7 +189,16 @@ def _read_shard(
                 .option("upperBound", str(high))
                 .option("numPartitions", str(num_partitions))
             )
-    df = reader.load()
+    try:
+        df = reader.load()
+    except Exception as exc:
+        if "ClassNotFoundException" in str(exc) and JDBC_DRIVER in str(exc):
+            raise SnapshotError(
+                f"the JDBC driver {JDBC_DRIVER} is not on Spark's class path: install Debian's libmariadb-java "
+                "(/usr/share/java/mariadb-java-client.jar, which the session picks up) or put the jar in "
+                "SHARP_SPARK_JARS"
+            ) from None
+        raise
     return df.select(*[_spark_value(name, kind) for name, kind in columns]).withColumn(
         "source_table", F.lit(shard)
     )
@@ -200,7 +210,7 @@ _TEMPORAL = {"datetime": "timestamp", "timestamp": "timestamp", "date": "date"}
 
 def _column_types(mysql: MysqlSettings, database: str, shard: str) -> list[tuple[str, str | None]]:
     """The shard's columns in order, each with its temporal kind (`timestamp`, `date`) or None."""
-    conn = _connect(mysql)
+    conn = connect(mysql)
     try:
         with conn.cursor() as cur:
             cur.execute(

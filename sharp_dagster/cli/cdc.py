@@ -91,6 +91,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=cmd_init)
 
+    boot = sub.add_parser(
+        "bootstrap",
+        help="snapshot every table into its ODS starting state, at a binlog position the collector starts from",
+    )
+    boot.add_argument(
+        "--config", required=True, help="the CDC source YAML (its start: is set to the snapshot's day)"
+    )
+    boot.add_argument("--database", action="append", help="only this configured database (repeatable)")
+    _server_flags(boot)
+    boot.add_argument("--force", action="store_true", help="take a new snapshot of a bootstrapped database")
+    boot.add_argument(
+        "--partition-rows",
+        type=int,
+        default=1_000_000,
+        help="rows per parallel JDBC key range of a large table",
+    )
+    boot.set_defaults(func=cmd_bootstrap)
+
 
 def _server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1")
@@ -246,6 +264,46 @@ def cmd_init(args: argparse.Namespace) -> int:
     tables = sum(len(db["tables"]) for db in result.config["databases"])
     print(f"cdc init: wrote {out} ({tables} tables); server settings and grants are complete")
     return 0
+
+
+def cmd_bootstrap(args: argparse.Namespace) -> int:
+    from sharp_dagster.cdc.bootstrap import BootstrapError, bootstrap_source
+    from sharp_dagster.cdc.config import MysqlSettings, write_start
+    from sharp_dagster.cdc.snapshot import SnapshotError
+    from sharp_dagster.joblog import ClaimRefused, JobLog
+    from sharp_dagster.settings import Settings
+    from sharp_dagster.spark.iceberg import warehouse_tables
+    from sharp_dagster.spark.session import build_spark_session
+
+    mysql = MysqlSettings.from_env(args.host, args.port, args.user)
+    source = _selected(_load_config(args.config), args.database)
+    settings = Settings.from_env()
+    jl = JobLog(settings.log_db_url)  # first: an unreachable job log stops the command before Spark starts
+    spark = build_spark_session(settings, app_name="sharp_dagster_cdc_bootstrap")
+    options = {"force": args.force, "partition_rows": args.partition_rows, "progress": print}
+    try:
+        results = bootstrap_source(spark, warehouse_tables(spark, settings), jl, mysql, source, **options)
+    except (BootstrapError, SnapshotError, ClaimRefused) as exc:  # ClaimRefused: another bootstrap runs
+        raise _cli_error(str(exc)) from None
+    start = min(r.start for r in results)
+    write_start(args.config, start)
+    for r in results:
+        print(
+            f"cdc bootstrap {r.database}: {sum(r.rows.values())} rows in {len(r.rows)} tables (job {r.job_id}); "
+            f"ODS starts on {r.start}; start the collector with --start {r.collector_start}"
+        )
+    print(f"{args.config}: start: {start}")
+    return 0
+
+
+def _selected(source, databases: list[str] | None):
+    """The source restricted to `databases` (all when none), or the CLI error naming those not configured."""
+    from sharp_dagster.cdc.config import ConfigError
+
+    try:
+        return source.only(databases)
+    except ConfigError as exc:
+        raise _cli_error(str(exc)) from None
 
 
 def _read_json(path: Path) -> dict[str, Any]:
