@@ -22,7 +22,11 @@ from dagster import AssetKey, DagsterInstance, materialize
 from pyspark.sql import functions as F
 
 from sharp_dagster.assets.cdc_assets import KAFKA_ENV
+from sharp_dagster.cdc.bootstrap import bootstrap_source
 from sharp_dagster.cdc.collector import Collector, CollectStats
+from sharp_dagster.logdriven import job_log
+from sharp_dagster.settings import Settings
+from sharp_dagster.spark.iceberg import warehouse_tables
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster_tests.cdc.oracle_source import TableContent, sort_rows
 from sharp_dagster_tests.cdc_support import QUIET
@@ -81,15 +85,18 @@ def failure_text(result) -> str:
 class Warehouse:
     """One data folder driven through Dagster: landing runs, ODS merges by day or as one range, ODS reads."""
 
-    def __init__(self, name: str, root: Path, defs: dict[str, Any], sql_dir: Path, kafka: str):
-        self.name = name
+    def __init__(self, spark, root: Path, sql_dir: Path, kafka: str):
+        self.spark = spark
         self.root = root
-        self.defs = defs["defs"]
-        self.ods_tables = defs["ods_tables"]
-        (self.database,) = defs["databases"]
         self.sql_dir = sql_dir
         self.kafka = kafka
         self.instance = DagsterInstance.ephemeral()
+
+    def load(self, defs: dict[str, Any]) -> None:
+        """Use the code location `defs` (`build_defs`): loaded once the bootstrap has set the source's start."""
+        self.defs = defs["defs"]
+        self.ods_tables = defs["ods_tables"]
+        (self.database,) = defs["databases"]
 
     @contextmanager
     def env(self):
@@ -103,7 +110,7 @@ class Warehouse:
             yield
 
     def store(self):
-        return self.defs.resources["spark"].store()
+        return warehouse_tables(self.spark, Settings.from_env())
 
     def _materialize(self, keys: list[AssetKey], partition: str | tuple[str, str]) -> str | None:
         """One Dagster run of `keys` for one partition or a (first, last) range; its failure, or None."""
@@ -135,12 +142,10 @@ class Warehouse:
         """Every ODS asset for one day, or for a range of days in one run (a single-run backfill)."""
         return self._materialize([AssetKey(["ods", t.name]) for t in self.ods_tables], days)
 
-    def bootstrap(self, write_state) -> None:
-        """`write_state(store, ods_table)` for every table, in this warehouse."""
+    def bootstrap(self, mysql, source) -> list:
+        """`cdc bootstrap` of `source` into this warehouse (what the command runs, in this process)."""
         with self.env():
-            store = self.store()
-            for t in self.ods_tables:
-                write_state(store, t)
+            return bootstrap_source(self.spark, self.store(), job_log(), mysql, source)
 
     def compare(self, day: str, expected: dict[str, TableContent], label: str) -> list[str]:
         """Differences between ODS `dt=day` of every table and the source's content at the end of `day`."""

@@ -1,7 +1,7 @@
 """The source schema of `test_source_oracle.py`'s workload (`oracle_workload.py`), its CDC YAML, and SQL text.
 
-Four logical tables: `user_info` sharded into `user_info_0..3`, `product` (gains `stock` mid-day: `ALTER_SQL`),
-`orders`, and `legacy` with a composite primary key and the odd DATETIME/DATE values.
+Three logical tables: `user_info` sharded into `user_info_0..3`, `product` (gains `stock` mid-day: `ALTER_SQL`),
+and `orders`.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from decimal import Decimal
 from typing import Any
 
 UTC = dt.UTC
-SNAPSHOT_DAY = "2023-12-31"
-DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
+# The source's own first day (its bootstrap's), not the warehouse's 2024-01-01; the snapshot is a leap day's state.
+SNAPSHOT_DAY = "2024-02-29"
+DAYS = ["2024-03-01", "2024-03-02", "2024-03-03"]
 SHARDS = [f"user_info_{i}" for i in range(4)]
 SHARD_COLUMN = "source_table"
 # The DDL of the middle day: the new column is not in the YAML (written before it), as for a real user.
-ALTER_AT = dt.datetime(2024, 1, 2, 12, 0, tzinfo=UTC)
+ALTER_AT = dt.datetime(2024, 3, 2, 12, 0, tzinfo=UTC)
 ALTER_SQL = "ALTER TABLE product ADD COLUMN stock INT NOT NULL DEFAULT 10"
 # Odd DATETIMEs kept unchanged since the snapshot: the Julian/Gregorian and LMT eras, a Shanghai DST gap
 # (1988-04-17 02:00-03:00 did not exist there), the epoch, the end of the range.
@@ -53,24 +54,17 @@ COLUMNS: dict[str, list[str]] = {
         "user_id BIGINT NOT NULL",
         "order_status VARCHAR(16) NOT NULL",
         "order_time DATETIME NOT NULL",
+        "due DATE",
         "total_amount DECIMAL(12,2)",
         "updated_at DATETIME",
-    ],
-    "legacy": [
-        "region CHAR(2) NOT NULL",
-        "id INT NOT NULL",
-        "born DATETIME",
-        "due DATE",
-        "note VARCHAR(64)",
     ],
 }
 PRIMARY_KEY = {
     "user_info": ["user_id"],
     "product": ["product_id"],
     "orders": ["order_id"],
-    "legacy": ["region", "id"],
 }
-PHYSICAL = {"user_info": SHARDS, "product": ["product"], "orders": ["orders"], "legacy": ["legacy"]}
+PHYSICAL = {"user_info": SHARDS, "product": ["product"], "orders": ["orders"]}
 LOGICAL = {p: t for t, ps in PHYSICAL.items() for p in ps}
 
 
@@ -118,11 +112,5 @@ def lit(value: Any) -> str:
 
 
 def key_where(table: str, keys: list[tuple]) -> str:
-    """`WHERE` of rows by key, in a form the server reads through the primary key (a row-constructor `IN` would
-    scan the table and wait on rows other open transactions hold)."""
-    cols = PRIMARY_KEY[table]
-    if len(cols) == 1:
-        return f"`{cols[0]}` IN ({', '.join(lit(k[0]) for k in keys)})"
-    return " OR ".join(
-        "(" + " AND ".join(f"`{c}` = {lit(v)}" for c, v in zip(cols, k, strict=True)) + ")" for k in keys
-    )
+    (column,) = PRIMARY_KEY[table]
+    return f"`{column}` IN ({', '.join(lit(k[0]) for k in keys)})"

@@ -26,6 +26,7 @@ class SourceRunner:
         self.database = database
         self.events = plan.events
         self.position = 0
+        self.clock = at(SNAPSHOT_DAY, 0)  # the simulated time the plan has run up to
         self.next_midnight = at(SNAPSHOT_DAY, 0) + dt.timedelta(days=1)
         self.states: dict[str, dict[str, TableContent]] = {}  # day -> table -> content at the day's end
         self.executed: dict[str, int] = {}  # day -> statements run (by statement time)
@@ -64,6 +65,7 @@ class SourceRunner:
             self.executed[day] = self.executed.get(day, 0) + 1
             self.position += 1
         self._midnights_up_to(until)
+        self.clock = max(self.clock, until)
 
     @property
     def done(self) -> bool:

@@ -1,8 +1,8 @@
 """A seeded random workload for a real MariaDB, run in simulated time, with the source read at each day's end.
 
-The oracle of `test_source_oracle.py`. Four logical tables (`user_info` sharded into `user_info_0..3` whose ids
-collide across shards on purpose, `product` which gains a column mid-day, `orders`, `legacy` with a composite key
-and odd DATETIME/DATE values) get a snapshot state on `SNAPSHOT_DAY`, then `DAYS` of ordinary traffic: inserts,
+The oracle of `test_source_oracle.py`. Three logical tables (`user_info` sharded into `user_info_0..3` whose ids
+collide across shards on purpose, `product` which gains a column mid-day, `orders`; rows with odd DATETIME and
+DATE values) get a snapshot state on `SNAPSHOT_DAY`, then `DAYS` of ordinary traffic: inserts,
 multi-row inserts, updates of one and of several rows in one statement, deletes, deletes then re-inserts of the
 same key, primary-key changes, moves between shards, rolled-back transactions. Around two midnights, transactions
 on connections of their own stay open across the day boundary and commit seconds, minutes and over an hour after
@@ -58,20 +58,9 @@ class Event:
 
 # Rows of the snapshot: ids 1..8 in every shard (so ids collide across shards), then per table which are frozen
 # (never touched again) and which are reserved for the transactions that span midnight.
-INITIAL_IDS = {
-    "user_info": range(1, 9),
-    "product": range(1, 25),
-    "orders": range(1, 25),
-    "legacy": range(1, 9),
-}
-FROZEN = {"user_info": {1, 2}, "product": {1, 2, 3, 4}, "orders": {1, 2, 3, 4}, "legacy": {1, 2, 3, 4}}
-RESERVED = {
-    "user_info": {3, 4, 5},
-    "product": set(range(5, 15)),
-    "orders": set(range(5, 13)),
-    "legacy": {5, 6},
-}
-REGIONS = ("cn", "us")
+INITIAL_IDS = {"user_info": range(1, 9), "product": range(1, 25), "orders": range(1, 30)}
+FROZEN = {"user_info": {1, 2}, "product": {1, 2, 3, 4}, "orders": {1, 2, 3, 4, 5}}
+RESERVED = {"user_info": {3, 4, 5}, "product": set(range(5, 15)), "orders": set(range(6, 18))}
 
 
 @dataclass
@@ -131,17 +120,11 @@ class Generator:
                 "user_id": r.randint(1, 40),
                 "order_status": r.choice(["paid", "shipped", "done"]),
                 "order_time": odd_dt or f"2023-12-{r.randint(1, 31):02d} {r.randint(0, 23):02d}:30:00",
+                "due": ODD_DATES[odd % len(ODD_DATES)] if odd is not None else r.choice([None, "2024-02-29"]),
                 "total_amount": Decimal(r.randint(0, 999999)) / 100,
                 "updated_at": NOW,
             }
-        return {
-            "region": key[0],
-            "id": key[1],
-            "born": odd_dt
-            or r.choice([None, ODD_DATETIMES[0], f"19{r.randint(50, 99)}-0{r.randint(1, 9)}-11 10:00:00"]),
-            "due": ODD_DATES[odd % len(ODD_DATES)] if odd is not None else r.choice([None, *ODD_DATES[:2]]),
-            "note": f"note-{token}",
-        }
+        raise ValueError(table)
 
     def changes(self, table: str, when: dt.datetime) -> dict[str, Any]:
         """A SET clause's values that always change the row (a fresh token), sometimes an odd or NULL value."""
@@ -163,13 +146,13 @@ class Generator:
             if when > ALTER_AT and r.random() < 0.5:
                 out["stock"] = r.randint(0, 50)
             return out
-        if table == "orders":
-            amount = Decimal(r.randint(0, 99999)) / 100
-            return {"order_status": f"s{token}", "total_amount": amount, "updated_at": NOW}
-        return {
-            "note": f"changed-{token}",
-            "born": r.choice([None, *ODD_DATETIMES[:3], "2024-01-02 03:04:05"]),
-        }
+        amount = Decimal(r.randint(0, 99999)) / 100
+        out = {"order_status": f"s{token}", "total_amount": amount, "updated_at": NOW}
+        if r.random() < 0.5:
+            out["order_time"] = r.choice([ODD_DATETIMES[0], "2024-01-02 03:04:05"])  # NOT NULL
+        else:
+            out["due"] = r.choice([None, ODD_DATES[0], "2024-01-02"])
+        return out
 
     def new_key(self, table: str, physical: str) -> tuple:
         """A key not present in `physical`: a deleted one again, an id of another shard, or a new one."""
@@ -181,8 +164,7 @@ class Generator:
             others = sorted({k for p in SHARDS if p != physical for k in self.keys[p]} - self.keys[physical])
             if others:
                 return r.choice(others)
-        n = next(self.ids)
-        return (r.choice(REGIONS), n) if table == "legacy" else (n,)
+        return (next(self.ids),)
 
     # ------------------------------------------------------------------ statements
     def emit(self, when: dt.datetime, slot: str, sql: str, dml: bool = True) -> None:
@@ -208,8 +190,7 @@ class Generator:
     def key_change(self, when, slot, physical: str, old: tuple, new: tuple) -> None:
         table = LOGICAL[physical]
         sets = {c: v for c, v in zip(PRIMARY_KEY[table], new, strict=True)}
-        if table != "legacy":
-            sets["updated_at"] = NOW
+        sets["updated_at"] = NOW
         self.update(when, slot, physical, [old], sets)
 
     # ------------------------------------------------------------------ the snapshot state
@@ -221,21 +202,26 @@ class Generator:
             for physical in PHYSICAL[table]:
                 rows = []
                 for i in ids:
-                    for key in [(region, i) for region in REGIONS] if table == "legacy" else [(i,)]:
-                        rows.append(self.row(table, key, when, next(odd) if i in FROZEN[table] else None))
-                        if i in RESERVED[table]:
-                            self.reserved[physical].append(key)
-                        elif i not in FROZEN[table]:
-                            self.keys[physical].add(key)
+                    rows.append(self.row(table, (i,), when, next(odd) if i in FROZEN[table] else None))
+                    if i in RESERVED[table]:
+                        self.reserved[physical].append((i,))
+                    elif i not in FROZEN[table]:
+                        self.keys[physical].add((i,))
                 self.insert(when, "main", physical, rows)
 
     # ------------------------------------------------------------------ ordinary traffic
-    def ordinary_day(self, day: str, first: dt.datetime, last: dt.datetime, count: int) -> None:
-        """`count` transactions between `first` and `last`, one at a time (at least 90 s apart, none near the DDL)."""
+    def ordinary_day(self, day: str, busy: list[tuple[int, int]], count: int) -> None:
+        """`count` transactions in the day's busy hours (`busy`: (from hour, to hour) windows), the first at the
+        first window's start, one at a time (at least 90 s apart, none near the DDL); the other hours are quiet."""
         self.day = day
-        span = int((last - first).total_seconds())
-        for offset in sorted(self.rng.sample(range(0, span, 90), count)):
-            start = first + dt.timedelta(seconds=offset)
+        slots = [
+            at(day, h) + dt.timedelta(seconds=s)
+            for a, b in busy
+            for h in range(a, b)
+            for s in range(0, 3600, 90)
+        ]
+        chosen = [slots[0], *self.rng.sample(slots[1:], count - 1)]
+        for start in sorted(chosen):
             if abs((start - ALTER_AT).total_seconds()) < 120:
                 continue  # the ALTER must not wait for this transaction's metadata lock
             self.ordinary_transaction(start)
@@ -252,7 +238,7 @@ class Generator:
         done = []
         for op in ops:
             when += dt.timedelta(seconds=r.randint(0, 8))
-            table = r.choices(list(COLUMNS), weights=[4, 2, 3, 2])[0]
+            table = r.choices(list(COLUMNS), weights=[4, 2, 3])[0]
             done.append(self.apply(op, when, table))
             when += dt.timedelta(seconds=1)
         if explicit:
@@ -367,11 +353,11 @@ class Generator:
         self.emit(m - mi(4), "B", "BEGIN", dml=False)
         physical, key = self.take("product")
         self.update(m - mi(4), "B", physical, [key], self.changes("product", m - mi(4)))
-        _, legacy = self.take("legacy")
-        self.delete(m - s(90), "B", "legacy", [legacy])
+        _, again = self.take("orders")
+        self.delete(m - s(90), "B", "orders", [again])
         user = (next(self.long_ids),)
         self.insert(m + s(60), "B", self.rng.choice(SHARDS), [self.row("user_info", user, m + s(60))])
-        self.insert(m + s(90), "B", "legacy", [self.row("legacy", legacy, m + s(90))])
+        self.insert(m + s(90), "B", "orders", [self.row("orders", again, m + s(90))])
         self.emit(m + mi(4), "B", "COMMIT", dml=False)
         # C: open 85 minutes, commits at 01:05, past the next day's first hour and the lateness.
         self.emit(m - mi(20), "C", "BEGIN", dml=False)
@@ -390,7 +376,7 @@ class Generator:
         self.emit(m - mi(2), "R", "BEGIN", dml=False)
         _, order_key = self.take("orders")
         self.update(m - mi(2), "R", "orders", [order_key], self.changes("orders", m - mi(2)))
-        self.insert(m - mi(2), "R", "legacy", [self.row("legacy", ("cn", next(self.long_ids)), m - mi(2))])
+        self.insert(m - mi(2), "R", "orders", [self.row("orders", (next(self.long_ids),), m - mi(2))])
         _, product_key = self.take("product")
         self.update(m + mi(1), "R", "product", [product_key], self.changes("product", m + mi(1)))
         self.emit(m + mi(2), "R", "ROLLBACK", dml=False)
@@ -426,11 +412,12 @@ def build_plan(seed: int) -> Plan:
     g = Generator(seed)
     g.initial()
     d1, d2, d3 = DAYS
-    g.ordinary_day(d1, at(d1, 0, 7), at(d1, 23, 30), 40)
+    # Traffic in a few busy hours (few landing partitions, quiet hours between); day 3 starts quiet (00-03).
+    g.ordinary_day(d1, [(0, 1), (9, 10), (16, 17), (23, 24)], 40)
     g.spanning(d1)
-    g.ordinary_day(d2, at(d2, 2), at(d2, 23, 30), 40)
+    g.ordinary_day(d2, [(2, 3), (11, 13), (20, 21)], 40)
     g.emit(ALTER_AT, "ddl", ALTER_SQL, dml=False)
     g.kinds[(d2, "add column")] += 1
-    g.ordinary_day(d3, at(d3, 4), at(d3, 23, 30), 30)  # hours 00-03 quiet
+    g.ordinary_day(d3, [(4, 5), (14, 15), (23, 24)], 30)
     g.spanning(d3)
     return g.plan()

@@ -9,11 +9,13 @@ back), a last day whose first hours are quiet, and rows unchanged since the snap
 values (year 1000, a Shanghai DST gap, 9999-12-31). The expected states are the source's own tables, read right
 before the first statement at or after each midnight (`oracle_source.SourceRunner`): what had committed by then.
 
-Both warehouses start from a snapshot bootstrap of the source. Day by day, the clock stops 30 minutes after each
-midnight (past the 15-minute lateness): the collector (in process, `once`) sends what has committed so far, the
-landing asset runs, then the day's ODS assets, and the day's ODS is compared with the source; the transaction
-that commits at 01:05 is still open then. The range warehouse lands once, after the whole workload, and merges
-the three days in one run, as a single-run backfill launches it.
+Both warehouses start from `cdc bootstrap` (`bootstrap_source`, what the command runs, in this process) taken at
+00:00 of the first day, 2024-03-01: the source's own first day, not the warehouse's 2024-01-01; the YAML gets its
+`start:` and the code location is loaded from it. Day by day, the clock stops 30 minutes after each midnight (past
+the 15-minute lateness): the collector (in process, `once`) sends what has committed so far, the landing asset
+runs, then the day's ODS assets, and the day's ODS is compared with the source; the transaction that commits at
+01:05 is still open then. The range warehouse lands once, after the whole workload, and merges the three days in
+one run, as a single-run backfill launches it.
 
 The whole test runs with the machine's time zone set to Asia/Shanghai, in Python (`TZ`) and in the Spark JVM
 (`TimeZone.setDefault`), as on a machine in China: nothing may depend on it.
@@ -30,9 +32,8 @@ from contextlib import contextmanager
 import pytest
 import yaml
 
-from sharp_dagster.assets.cdc_assets import bootstrap_state
-from sharp_dagster.cdc.config import MysqlSettings, source_config_from_dict
-from sharp_dagster.cdc.snapshot import read_binlog_position, snapshot_table
+from sharp_dagster.cdc import bootstrap
+from sharp_dagster.cdc.config import MysqlSettings, source_config_from_dict, write_start
 from sharp_dagster_tests.cdc.oracle_pipeline import Warehouse, build_defs, collect
 from sharp_dagster_tests.cdc.oracle_schema import (
     COLUMNS,
@@ -76,6 +77,15 @@ def ms(when: dt.datetime) -> int:
 
 
 @contextmanager
+def timed(timings: dict[str, float], step: str):
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        timings[step] = time.monotonic() - start
+
+
+@contextmanager
 def machine_time_zone(spark, zone: str):
     """This process's local time zone (Python's and the JVM's default) is `zone` for the block."""
     jvm = spark.sparkContext._jvm
@@ -95,7 +105,9 @@ def machine_time_zone(spark, zone: str):
         time.tzset()
 
 
-def test_ods_equals_the_source_at_every_days_end_day_by_day_and_as_one_range(cdc, spark, tmp_path):
+def test_ods_equals_the_source_at_every_days_end_day_by_day_and_as_one_range(
+    cdc, spark, tmp_path, monkeypatch
+):
     timings: dict[str, float] = {}
     t0 = time.monotonic()
     plan = build_plan(SEED)
@@ -111,76 +123,78 @@ def test_ods_equals_the_source_at_every_days_end_day_by_day_and_as_one_range(cdc
     config = source_yaml(database, f"binlog.{database}", lateness_minutes=LATENESS.seconds // 60)
     sql_dir = tmp_path / "sql"
     (sql_dir / "cdc").mkdir(parents=True)
-    (sql_dir / "cdc" / "oracle.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    config_path = sql_dir / "cdc" / "oracle.yaml"
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     source = source_config_from_dict(config)
     cdc.sql(database, *[t.mysql_ddl(p) for t in source.databases[0].tables for p in t.shards])
     mysql = MysqlSettings(cdc.mariadb.host, cdc.mariadb.port, "root", "")
     kafka = cdc.broker.bootstrap_servers
     runner = SourceRunner(cdc.mariadb, database, plan)
-    defs = build_defs(sql_dir)
-    daily = Warehouse("day by day", tmp_path / "daily", defs, sql_dir, kafka)
-    ranged = Warehouse("range", tmp_path / "range", defs, sql_dir, kafka)
+    daily = Warehouse(spark, tmp_path / "daily", sql_dir, kafka)
+    ranged = Warehouse(spark, tmp_path / "range", sql_dir, kafka)
+    # The bootstrap's day is the server's UTC day (`UTC_DATE()` on a connection of its own); the server's clock
+    # is simulated per session here (`SET timestamp`), so it is read from the simulation, as the collector's is.
+    monkeypatch.setattr(bootstrap, "_server_day", lambda mysql: runner.clock.date().isoformat())
     problems: list[str] = []
     try:
         with machine_time_zone(spark, MACHINE_TZ):
-            # ------------------------------------------------------------ the snapshot state, bootstrapped
-            runner.run_until(at(SNAPSHOT_DAY, 13))
-            position = read_binlog_position(mysql)
-
-            def write_state(store, t):
-                snap = snapshot_table(spark, mysql, database, t.table, position=position).df
-                bootstrap_state(
-                    store, t, snap if t.sharded else snap.drop("source_table"), position.binlog_seq
-                )
-
-            daily.bootstrap(write_state)
-            ranged.bootstrap(write_state)
-            timings["bootstrap"] = time.monotonic() - t0
+            # ------------------------------------------------------------ the snapshot, `cdc bootstrap`
+            runner.run_until(at(DAYS[0], 0))
+            with timed(timings, "bootstrap"):
+                (first,) = daily.bootstrap(mysql, source)
+                (second,) = ranged.bootstrap(mysql, source)
+            assert first.start == second.start == DAYS[0]
+            assert first.rows == second.rows == {t: len(runner.states[SNAPSHOT_DAY][t][1]) for t in COLUMNS}
+            write_start(config_path, first.start)  # as the command does: the source's first day
+            defs = build_defs(sql_dir)
+            daily.load(defs)
+            ranged.load(defs)
 
             def run_collector(clock: dt.datetime):
-                return collect(
-                    mysql, kafka, source, tmp_path / "collector.json", position.gtid_pos, ms(clock)
-                )
+                state = tmp_path / "collector.json"
+                return collect(mysql, kafka, source, state, first.collector_start, ms(clock))
 
             # ------------------------------------------------------------ day by day
             for day in DAYS:
-                t = time.monotonic()
                 clock = midnight_after(day) + 2 * LATENESS
                 runner.run_until(clock)
                 run_collector(clock)
-                failed = daily.land(f"{day}-23:00") or daily.merge(day)
+                with timed(timings, f"{day} land"):
+                    failed = daily.land(f"{day}-23:00")
+                with timed(timings, f"{day} merge"):
+                    failed = failed or daily.merge(day)
                 if failed:
                     problems.append(f"day by day {day}: {failed}")
-                problems += daily.compare(day, runner.states[day], "day by day")
-                timings[day] = time.monotonic() - t
+                with timed(timings, f"{day} compare"):
+                    problems += daily.compare(day, runner.states[day], "day by day")
 
             # ------------------------------------------------------------ the rest, then one range backfill
-            t = time.monotonic()
             end = plan.events[-1].at + dt.timedelta(seconds=1)
             runner.run_until(end)
             assert runner.done
             run_collector(end + 2 * LATENESS)
             last_hour = (end + 2 * LATENESS).strftime("%Y-%m-%d-%H:00")
-            failed = ranged.land((f"{DAYS[0]}-00:00", last_hour)) or ranged.merge((DAYS[0], DAYS[-1]))
+            with timed(timings, "range land"):
+                failed = ranged.land((f"{DAYS[0]}-00:00", last_hour))
+            with timed(timings, "range merge"):
+                failed = failed or ranged.merge((DAYS[0], DAYS[-1]))
             if failed:
                 problems.append(f"range {DAYS[0]}..{DAYS[-1]}: {failed}")
-            for day in DAYS:
-                problems += ranged.compare(day, runner.states[day], "range")
-            timings["range"] = time.monotonic() - t
+            with timed(timings, "range compare"):
+                for day in DAYS:
+                    problems += ranged.compare(day, runner.states[day], "range")
     finally:
         runner.close()
         daily.close()
         ranged.close()
+        timings["total"] = time.monotonic() - t0
+        print("source oracle timings (s):", {k: round(v, 1) for k, v in timings.items()})
 
     # The source changed every table every day: equality with it says something about each day.
     previous = SNAPSHOT_DAY
     for day in DAYS:
         assert all(runner.states[day][t] != runner.states[previous][t] for t in COLUMNS), day
         previous = day
-    assert (
-        "stock" in runner.states[DAYS[1]]["product"][0]
-        and "stock" not in runner.states[DAYS[0]]["product"][0]
-    )
-    timings["total"] = time.monotonic() - t0
-    print("source oracle timings (s):", {k: round(v, 1) for k, v in timings.items()})
+    assert "stock" in runner.states[DAYS[1]]["product"][0]
+    assert "stock" not in runner.states[DAYS[0]]["product"][0]
     assert not problems, "ODS differs from the source:\n" + "\n".join(problems)
