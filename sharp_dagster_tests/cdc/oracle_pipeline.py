@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import runpy
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -147,43 +147,51 @@ class Warehouse:
         with self.env():
             return bootstrap_source(self.spark, self.store(), job_log(), mysql, source)
 
-    def compare(self, day: str, expected: dict[str, TableContent], label: str) -> list[str]:
-        """Differences between ODS `dt=day` of every table and the source's content at the end of `day`."""
+    def compare(self, states: dict[str, dict[str, TableContent]], label: str) -> list[str]:
+        """Differences between the ODS of every table on each day of `states` (day -> table -> the source's content
+        at the day's end) and the source; one read per table."""
         problems = []
         with self.env():
             store = self.store()
-            for table, content in expected.items():
-                problem = ods_difference(store, table, day, content)
-                if problem:
-                    problems.append(f"{label} {day} ods.{table}: {problem}")
+            for table in next(iter(states.values())):
+                ref = TableRef("ods", table, ("dt",))
+                present = sorted({p["dt"] for p in store.list_partitions(ref)} & set(states))
+                columns: list[str] = []
+                by_day: dict[str, list[dict]] = defaultdict(list)
+                if present:
+                    df = store.read_partitions(ref, [{"dt": d} for d in present])
+                    columns = [c for c in df.columns if c != "dt"]
+                    text = [F.col(f"`{c}`").cast("string") for c in columns]
+                    for r in df.select("dt", *text).collect():
+                        by_day[r[0]].append(dict(zip(columns, r[1:], strict=True)))
+                for day, expected in states.items():
+                    problem = ods_difference(day in present, columns, by_day[day], expected[table])
+                    if problem:
+                        problems.append(f"{label} {day} ods.{table}: {problem}")
         return problems
 
     def close(self) -> None:
         self.instance.dispose()
 
 
-def ods_difference(store, table: str, day: str, expected: TableContent) -> str | None:
-    """Why ODS `dt=day` of `table` differs from `expected` (columns, then rows compared as text), or None."""
-    ref = TableRef("ods", table, ("dt",))
-    if not store.has_partition(ref, {"dt": day}):
-        return "no partition" if expected[1] else None
-    df = store.read_partitions(ref, [{"dt": day}]).drop("dt")
-    columns, rows = expected
-    missing = sorted(set(columns) - set(df.columns))
+def ods_difference(present: bool, columns: list[str], ods: list[dict], expected: TableContent) -> str | None:
+    """Why a day's ODS rows (`columns`, each row's values as text) differ from `expected`, or None."""
+    source_columns, rows = expected
+    if not present:
+        return "no partition" if rows else None
+    missing = sorted(set(source_columns) - set(columns))
     if missing:
-        return f"columns {missing} missing (ODS has {sorted(df.columns)})"
-    # A column added at the source after `day` is in the table's schema, NULL in the day's rows.
-    later = [c for c in df.columns if c not in columns]
-    if later and not df.where(" OR ".join(f"`{c}` IS NOT NULL" for c in later)).isEmpty():
+        return f"columns {missing} missing (ODS has {columns})"
+    # A column added at the source after the day is in the table's schema, NULL in the day's rows.
+    later = [c for c in columns if c not in source_columns]
+    if any(r[c] is not None for r in ods for c in later):
         return f"values in columns the source did not have yet: {later}"
-    got = sort_rows(
-        [tuple(r) for r in df.select(*[F.col(f"`{c}`").cast("string") for c in columns]).collect()]
-    )
+    got = sort_rows([tuple(r[c] for c in source_columns) for r in ods])
     if got == rows:
         return None
     want, have = Counter(rows), Counter(got)
     lacking, extra = sorted((want - have).elements(), key=repr), sorted((have - want).elements(), key=repr)
     return (
         f"{len(lacking)} source row(s) missing, {len(extra)} row(s) not in the source "
-        f"(of {len(rows)} / {len(got)}); columns {columns}; missing {lacking[:3]}; extra {extra[:3]}"
+        f"(of {len(rows)} / {len(got)}); columns {source_columns}; missing {lacking[:3]}; extra {extra[:3]}"
     )
