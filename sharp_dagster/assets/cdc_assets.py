@@ -168,7 +168,7 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
         jl.assert_current(handle)
         with jl.step(handle, "done_markers", target_type="marker") as rec:
             since = result.min_event_ts_ms or int(
-                datetime.fromisoformat(source_start(source)).timestamp() * 1000
+                datetime.fromisoformat(f"{source_start(source)}T00:00+00:00").timestamp() * 1000
             )
             marked = write_done_markers(
                 store.warehouse_dir,

@@ -84,3 +84,44 @@ def test_undeclared_dependency_fails_loading(tmp_path):
     output = result.stdout + result.stderr
     assert "asset dwd/order_detail: declared deps disagree with its SQL" in output
     assert "reads ['ods.user_info'] not named in @deps" in output
+
+
+PROBE_STARTS = """
+from dagster import AssetKey
+from sharp_dagster.definitions import defs
+graph = defs.resolve_asset_graph()
+for key in (["ods", "orders"], ["ods", "ledger"], ["original_binlog", "shop"], ["original_binlog", "mine"]):
+    print("asset", "/".join(key), graph.get(AssetKey(key)).partitions_def.start.date())
+for job in defs.resolve_all_job_defs():
+    if not job.name.startswith("__"):
+        print("job", job.name, sorted(k.to_user_string() for k in job.asset_layer.executable_asset_keys))
+print("sensors", sorted(s.name for s in defs.sensors))
+"""
+
+
+def test_a_source_with_its_own_start_gets_its_own_partitions_jobs_and_sensor(tmp_path):
+    """A bootstrapped source (`start:` in its YAML) starts its partitions there, beside the demo's shop."""
+    sql_dir = tmp_path / "warehouse"
+    shutil.copytree(WAREHOUSE_SQL_DIR, sql_dir, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    (sql_dir / "cdc" / "mine.yaml").write_text(
+        "source_id: mine-db\nstart: 2026-11-20\ndatabases:\n  - name: mine\n    tables:\n"
+        "      - name: ledger\n        primary_key: [id]\n        columns: [id BIGINT NOT NULL, note TEXT]\n"
+    )
+    env = {**__import__("os").environ, "SHARP_WAREHOUSE_SQL_DIR": str(sql_dir)}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE_STARTS], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert [line for line in lines if line.startswith("asset ")] == [
+        "asset ods/orders 2024-01-01",
+        "asset ods/ledger 2026-11-20",
+        "asset original_binlog/shop 2024-01-01",
+        "asset original_binlog/mine 2026-11-20",
+    ]
+    jobs = {line.split(" ", 2)[1]: line.split(" ", 2)[2] for line in lines if line.startswith("job ")}
+    assert jobs["ods_daily_mine_db"] == "['ods/ledger']"
+    assert jobs["binlog_hourly_mine_db"] == "['original_binlog/mine']"
+    assert "ods/ledger" not in jobs["warehouse_daily"] and "ods/orders" in jobs["warehouse_daily"]
+    assert "original_binlog/mine" not in jobs["binlog_hourly"]
+    assert "'log_driven_sensor', 'log_driven_sensor_mine_db'" in lines[-1]
