@@ -6,8 +6,10 @@
   writes the raw binlog rows and each table's typed images (`cdc/image_tables.py`, typed by the ODS state's
   columns; re-landing the same offsets changes nothing), keeps bad messages in quarantine with
   the count in step_log and a weak alert (count and first reasons, once per run), records the end offsets actually
-  read + 1 as `data_range_end`, and, while it still holds the claim, writes the done markers of the hours that are
-  complete (low watermark of event time past hour end + lateness).
+  read + 1 as `data_range_end`, and, while it still holds the claim, writes the done markers of every hour that is
+  complete (low watermark of commit time past hour end + lateness), with or without changes, as
+  `done_markers.hours_to_mark` decides for every landing path (from the day of the first commit or heartbeat
+  ever landed, carried in the job log's `land` step output as `first_seen_ms`).
 - `ods/<table>` (daily, group `ods`): `checkdone` (all 24 done markers of the day, else the run fails before
   reading anything), then `merge_day(previous state, the day's typed changes)`; the state (with tombstones) is staged to
   `ods_state.<table>` and its live rows to `ods.<table>`, and both are published together after the strong rules,
@@ -19,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
 from dagster import (
@@ -131,7 +133,8 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
         from sharp_dagster.cdc.done_markers import write_done_markers
         from sharp_dagster.cdc.landing import land
 
-        prior = _prior_watermarks(jl, job_name)
+        prior_run = _prior_landing(jl, job_name)
+        prior = {int(k): v for k, v in (prior_run.get("watermarks_ms") or {}).items()} or None
         with jl.step(handle, "land", source_type="kafka", target_type="parquet") as rec:
             start = {int(p): int(o) for p, o in (window.start or {}).get(topic, {}).items()}
             result = land(
@@ -154,6 +157,8 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
                     "run_id": str(handle.run_id),
                 },
             )
+            seen = [x for x in (prior_run.get("first_seen_ms"), result.first_seen_ms) if x is not None]
+            result.first_seen_ms = min(seen) if seen else None
             rec.source_count = result.read
             rec.target_count = result.landed
             rec.success_count = result.landed + result.duplicates
@@ -167,16 +172,14 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
         # The done markers publish the hours to the ODS merges: only while this attempt still holds the claim.
         jl.assert_current(handle)
         with jl.step(handle, "done_markers", target_type="marker") as rec:
-            since = result.min_event_ts_ms or int(
-                datetime.fromisoformat(f"{source_start(source)}T00:00+00:00").timestamp() * 1000
-            )
             marked = write_done_markers(
                 store.warehouse_dir,
                 database,
                 result.low_watermark_ms,
                 source.lateness_minutes,
-                since,
+                result.first_seen_ms,
                 spark=spark_resource.session(),
+                prior_low_watermark_ms=prior_run.get("low_watermark_ms"),
             )
             rec.target_count = len(marked)
             rec.info(f"done markers: {marked[:3]}{'...' if len(marked) > 3 else ''}")
@@ -220,19 +223,20 @@ def alert_quarantine(jl, handle, run_id: str | None, result) -> bool:
         return False
 
 
-def _prior_watermarks(jl, job_name: str) -> dict[int, int | None] | None:
-    """The per-partition event-time watermarks the last successful landing reached (kept in its step output)."""
+def _prior_landing(jl, job_name: str) -> dict:
+    """What the last successful landing reached, from its `land` step output (`LandingResult.to_dict()`): its
+    per-partition watermarks, low watermark and first commit time seen; {} before the first landing."""
     last = jl.last_success(job_name, order_by_range=False, incremental_type="kafka_offset")
     if last is None:
-        return None
+        return {}
     for step in jl.steps(last.job_id):
         if step.step_id == "land" and step.output:
             try:
                 data = json.loads(step.output.splitlines()[0])
             except (ValueError, IndexError):
-                return None
-            return {int(k): v for k, v in (data.get("watermarks_ms") or {}).items()}
-    return None
+                return {}
+            return data if isinstance(data, dict) else {}
+    return {}
 
 
 def build_ods_merge_asset(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+from contextlib import closing
 
 import pymysql
 
-from sharp_dagster.cdc.collector_state import CollectorError
+from sharp_dagster.cdc.collector_state import CollectorError, CollectorState
 from sharp_dagster.cdc.config import MysqlSettings
 
 log = logging.getLogger(__name__)
@@ -100,3 +101,34 @@ def first_binlog(mysql: MysqlSettings) -> str:
     if not rows:
         raise CollectorError(f"{mysql.describe()}: SHOW BINARY LOGS lists no binlog")
     return rows[0][0]
+
+
+def server_id(mysql: MysqlSettings) -> int:
+    """`@@server_id` of the server: whose binlog (file names, positions) the collector reads."""
+    with closing(pymysql.connect(**mysql.pymysql_kwargs(), connect_timeout=10)) as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@GLOBAL.server_id")
+        return int(cur.fetchone()[0])
+
+
+def resume_epoch(mysql: MysqlSettings, flavor: str, saved: CollectorState | None) -> tuple[int, int]:
+    """The server id read now and the binlog epoch to read it under: one up from the saved one when the saved
+    position was read from another server (a failover, `binlog_schema.epoch_file_seq`). MySQL resumes by file
+    and position, which mean nothing on another server: refused."""
+    server = server_id(mysql)
+    epoch = saved.binlog_epoch if saved else 0
+    if saved is None or saved.server_id is None or saved.server_id == server:
+        return server, epoch
+    if flavor != "mariadb":
+        raise CollectorError(
+            f"the saved position {saved.binlog_file}:{saved.binlog_pos} is of server id {saved.server_id}, "
+            f"{mysql.describe()} is server id {server}: file positions differ between servers"
+        )
+    log.warning(
+        "%s is server id %d, the saved position was read from server id %d: resuming by GTID %s, binlog epoch %d",
+        mysql.describe(),
+        server,
+        saved.server_id,
+        saved.gtid_pos,
+        epoch + 1,
+    )
+    return server, epoch + 1

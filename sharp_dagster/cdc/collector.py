@@ -5,6 +5,12 @@ This is the Canal + CanalClient part of seed 002. The `Collector` reads the row 
 one message per row change (INSERT/UPDATE/DELETE, see `messages.py`), one per DDL statement and TRUNCATE touching a
 configured table, and HEARTBEAT messages that carry the collector's progress in event time.
 
+Commit time: a transaction's messages are held (`txn_buffer.py`: in memory up to `txn_memory_bytes`, then spilled
+to a temp file) until its commit event (Xid; the COMMIT/ROLLBACK query of non-transactional tables; the statement
+itself for DDL), and then sent together, each carrying `commitTs`, the commit event's time, next to `es`, its
+statement time. The landing places a change in the day and hour of its commit, so a transaction that spans
+midnight belongs wholly to the day it committed in, as it does for any reader of the source.
+
 Partitioning: a row change is keyed by `<logical table>|<json list of primary-key values>` (murmur2, as the Java
 client hashes), so all changes of one key stay in one partition in binlog order; an update that changes the key is
 sent under the new key. DDL and TRUNCATE go to partition 0 (as Canal sends DDL). Order ACROSS partitions is not
@@ -16,7 +22,10 @@ Delivery is at least once, never lossy:
   non-transactional tables; the statement itself for DDL and other standalone groups), and only after the producer
   flushed every message sent before it without a delivery error;
 - a restart resumes at the last saved commit: on MariaDB by GTID (`is_mariadb=True`, `auto_position`), on MySQL
-  by file + position (`resume_stream=True`). Changes after that commit are sent again, with the same identity,
+  by file + position (`resume_stream=True`). On MariaDB it may resume on another server with the same GTIDs (a
+  replica after a failover): the saved position records the server id it was read from, and on another server
+  the collector counts the binlog epoch up (`binlog_schema.epoch_file_seq`), so that the new server's positions
+  order after the old one's. MySQL, resuming by file and position, refuses another server. Changes after that commit are sent again, with the same identity,
   because the identity is the START position of the rows event (`log_pos - event_size` from the event header) and
   the row's index inside it, both of which a replay reproduces; the merge drops the repeats by `event_uid`.
 Flushing after every transaction would be slow, so the collector flushes and saves every `flush_max_messages`
@@ -24,10 +33,14 @@ messages or `flush_interval_s` seconds, at the next commit, and when it stops.
 
 Heartbeats: after a flush, at most every `heartbeat_interval_s`, and whenever the collector has caught up with the
 end of the binlog (end of binlog with `once`, or a heartbeat event from the server when idle), it sends to every
-partition of every topic a HEARTBEAT with `es` = the event time up to which everything has been sent (the
-source server's clock when caught up, minus a replica's lag (`source_clock.py`), else the last committed
-transaction's event time). The collector host's own clock is never used for event time. The landing's done
-markers need them so that a partition without changes still shows progress.
+partition of every topic a HEARTBEAT with `es` = the commit time up to which everything has been sent: the
+source server's clock when caught up, minus a replica's lag (`source_clock.py`), else the last sent
+transaction's commit time, and never past the first statement of a transaction being read but not committed yet
+(`_heartbeat_es`). The collector host's own clock is never used for event time. The landing's done markers need
+them so that a partition without changes still shows progress. A transaction still open on the server is not
+in the binlog yet; it will be placed at its commit, which is later than the clock read now, so it does not hold
+the heartbeat (holding it would let one forgotten open session stop every merge); the landing's lateness
+window covers the moment between a commit event's time and its write to the binlog.
 
 The parts: `collector_state.py` (the resume position and where it is saved), `kafka_topics.py` (producer defaults,
 topics), `binlog_events.py` (DDL statements, column types, row images), `binlog_server.py` (server settings and
@@ -76,6 +89,7 @@ from sharp_dagster.cdc.config import DatabaseConfig, MysqlSettings, SourceConfig
 from sharp_dagster.cdc.kafka_topics import PRODUCER_DEFAULTS, ensure_topic
 from sharp_dagster.cdc.messages import HEARTBEAT, BinlogMessage, encode, update_old_values
 from sharp_dagster.cdc.source_clock import Clock, SourceClock
+from sharp_dagster.cdc.txn_buffer import DEFAULT_MEMORY_BYTES, TxnBuffer
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +148,8 @@ class Collector:
         heartbeat_interval_s: float = 30.0,
         server_heartbeat_s: float = 1.0,
         clock: Clock | None = None,
+        txn_memory_bytes: int = DEFAULT_MEMORY_BYTES,
+        spill_dir: str | None = None,
     ):
         self.mysql = mysql
         # Event time up to which a caught-up reader has everything: the source server's clock (source_clock.py).
@@ -151,6 +167,7 @@ class Collector:
         self.heartbeat_interval_s = heartbeat_interval_s
         self.server_heartbeat_s = server_heartbeat_s
         self._stop = threading.Event()
+        self._txn = TxnBuffer(txn_memory_bytes, spill_dir)
         self._dbs: dict[str, DatabaseConfig] = {db.name: db for db in source.databases}
         self._rules = {db.name: db.shard_rules for db in source.databases}
 
@@ -178,9 +195,11 @@ class Collector:
                 f"state belongs to source {saved.source_id!r}, the config says {self.source.source_id!r}"
             )
         self._saved = saved
+        self._server_id, self._epoch = binlog_server.resume_epoch(self.mysql, self.source.flavor, saved)
         self._pending: CollectorState | None = None
         self._gtids: dict[int, str] = parse_gtid_pos(saved.gtid_pos if saved else None)
         self._group = _Group()
+        self._txn.clear()
         self._delivery_errors: list[str] = []
         self._since_flush = 0
         self._last_flush = time.monotonic()
@@ -283,6 +302,7 @@ class Collector:
         elif last is not None:
             stream.log_file, stream.log_pos = last.binlog_file, last.binlog_pos
         self._group = _Group()
+        self._txn.clear()  # the partial transaction is read again, whole, from the last commit
         self._stats.reconnects += 1
         log.warning(
             "binlog stream of %s lost; reconnecting at %s",
@@ -346,13 +366,14 @@ class Collector:
                 binlog_file=stream.log_file,
                 binlog_pos=start,
                 row_idx=idx,
+                binlog_epoch=self._epoch,
                 gtid=self._group.gtid,
                 server_id=event.packet.server_id,
                 pk_names=list(db.table(logical).primary_key),
                 sql=sql,
             )
             idx += 1
-            self._send(db.topic, message, key=None, partition=0)
+            self._hold(db.topic, message, key=None, partition=0)
             self._stats.statements += 1
             self._count(db_name, logical)
 
@@ -395,6 +416,7 @@ class Collector:
                 binlog_file=stream.log_file,
                 binlog_pos=start,
                 row_idx=idx,
+                binlog_epoch=self._epoch,
                 gtid=self._group.gtid,
                 server_id=event.packet.server_id,
                 pk_names=pk_names,
@@ -405,11 +427,15 @@ class Collector:
                 sql_type=sql_type,
             )
             key = f"{logical}|" + json.dumps([data.get(c) for c in table.primary_key], separators=(",", ":"))
-            self._send(db.topic, message, key=key.encode("utf-8"))
+            self._hold(db.topic, message, key=key.encode("utf-8"))
             self._stats.row_changes += 1
             self._count(db.name, logical)
 
     def _on_commit(self, event: Any, stream: BinLogStreamReader) -> None:
+        """Send the transaction's held messages with its commit time; its end is the next resume position."""
+        commit_ms = event.timestamp * 1000
+        for topic, partition, key, value in self._txn.drain(commit_ms):
+            self._produce(topic, value, key, partition)
         if self._group.gtid and self._group.domain is not None:
             self._gtids[self._group.domain] = self._group.gtid
         self._pending = CollectorState(
@@ -417,9 +443,11 @@ class Collector:
             binlog_file=stream.log_file,
             binlog_pos=event.packet.log_pos,
             gtid_pos=format_gtid_pos(self._gtids),
-            event_ts_ms=event.timestamp * 1000,
+            event_ts_ms=commit_ms,
+            server_id=self._server_id,
+            binlog_epoch=self._epoch,
         )
-        self._last_commit_es = event.timestamp * 1000
+        self._last_commit_es = commit_ms
         self._group = _Group()
         self._stats.commits += 1
 
@@ -428,13 +456,24 @@ class Collector:
         self._stats.per_table[key] = self._stats.per_table.get(key, 0) + 1
 
     # ------------------------------------------------------------------ producing
-    def _send(
-        self, topic: str, message: BinlogMessage, key: bytes | None, partition: int | None = None
-    ) -> None:
+    def _encoded(self, message: BinlogMessage) -> bytes:
         self._seq += 1
         message.id = self._seq
         message.ts = int(time.time() * 1000)
-        value = encode(message)
+        return encode(message)
+
+    def _hold(
+        self, topic: str, message: BinlogMessage, key: bytes | None, partition: int | None = None
+    ) -> None:
+        """Keep a change of the open transaction until its commit event (`_on_commit` sends it)."""
+        self._txn.add(topic, partition, key, self._encoded(message), message.es)
+
+    def _send(
+        self, topic: str, message: BinlogMessage, key: bytes | None, partition: int | None = None
+    ) -> None:
+        self._produce(topic, self._encoded(message), key, partition)
+
+    def _produce(self, topic: str, value: bytes, key: bytes | None, partition: int | None) -> None:
         kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self._on_delivery}
         if partition is not None:
             kwargs["partition"] = partition
@@ -487,7 +526,7 @@ class Collector:
         self._stats.checkpoints += 1
         due = time.monotonic() - self._last_heartbeat >= self.heartbeat_interval_s
         if heartbeat and due and self._last_commit_es is not None:
-            self._send_heartbeats(self._last_commit_es)
+            self._send_heartbeats(self._heartbeat_es(self._last_commit_es))
 
     def _send_caught_up_heartbeats(self) -> None:
         """At the end of the binlog: everything up to the source's clock (never behind the last commit)."""
@@ -495,7 +534,18 @@ class Collector:
         if es is None or (self._last_commit_es is not None and es < self._last_commit_es):
             es = self._last_commit_es  # replication stopped, or a clock behind its own events
         if es is not None:
-            self._send_heartbeats(es)
+            self._send_heartbeats(self._heartbeat_es(es))
+
+    def _heartbeat_es(self, es: int) -> int:
+        """`es`, held back to the first statement of a transaction read but not committed yet.
+
+        Its changes will carry a commit time at or after that statement (and after the last sent commit): a
+        heartbeat past it could mark their hour done before they are sent.
+        """
+        start = self._txn.start_es_ms
+        if start is None or start >= es:
+            return es
+        return max(start, self._last_commit_es or start)
 
     def _send_heartbeats(self, es_ms: int) -> None:
         """Tell every partition: all changes with event time up to `es_ms` have been sent (and flushed)."""

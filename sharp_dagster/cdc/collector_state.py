@@ -24,6 +24,10 @@ class CollectorState:
     gtid_pos: str | None = None  # MariaDB: last committed GTID per domain, comma-separated (`0-1-42,1-1-7`)
     event_ts_ms: int | None = None
     saved_at_ms: int = 0
+    server_id: int | None = (
+        None  # @@server_id of the server read, whose binlog the file and position belong to
+    )
+    binlog_epoch: int = 0  # counted up when the collector resumes on another server (`binlog_schema`)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -25,13 +25,19 @@ clients would retry for minutes); the Spark jobs are then cancelled and a `Landi
 other failure of Spark's read is re-raised as a `LandingError` too. Nothing is written before the read is whole.
 
 Done markers live here too: `<warehouse>/original_binlog.db/_done/<db>/dt=YYYY-MM-DD/hour=HH`, one small JSON
-file per hour, written when the hour and the lateness window after it are covered by the low watermark.
+file per hour, written when the hour and the lateness window after it are covered by the low watermark
+(`done_markers.hours_to_mark` decides which hours, for every landing path).
 
-The watermark. For each partition p, `watermark[p]` is the largest event time `es` read from p so far, over row
+Commit time. A change is placed (dt, hour) by the commit time of its transaction (`commitTs`, see
+`messages.py`), not by its statement time `es`, which the raw table keeps as `event_ts_ms`: a transaction that
+began on day D and committed on D+1 belongs to D+1, wholly. Messages without `commitTs` (an older collector,
+plain Canal) are placed by `es`.
+
+The watermark. For each partition p, `watermark[p]` is the largest commit time read from p so far, over row
 changes and the collector's heartbeats, carried from run to run by the caller (`prior_watermarks`). The collector
-sends to one partition in binlog order, so later records of p have event times above `watermark[p]` except for
-statements that started earlier than they committed (`es` is the statement time): the lateness window bounds
-that. The LOW watermark is the minimum over ALL partitions of the topic; a partition that never showed an event
+sends a transaction at its commit, in binlog (commit) order, so later records of p have commit times at or above
+`watermark[p]`, up to the clock's whole-second rounding and the moment between a commit's time and its write to
+the binlog: the lateness window bounds that. The LOW watermark is the minimum over ALL partitions of the topic; a partition that never showed an event
 time keeps it undefined and no marker is written. An hour [h, h+1) is done when low watermark >= h + 1 h +
 lateness. An idle partition advances through heartbeats: the collector sends them to every partition after a
 flush and when caught up, with the event time up to which everything was sent. Having read an idle partition up
@@ -118,7 +124,9 @@ class LandingResult:
     touched_hours: list[tuple[str, str, str]] = field(default_factory=list)  # (table_name, dt, hour)
     written_partitions: list[tuple[str, str, str]] = field(default_factory=list)
     max_event_ts_ms: dict[int, int] = field(default_factory=dict)  # row changes read in this run
-    min_event_ts_ms: int | None = None
+    min_event_ts_ms: int | None = None  # the earliest commit time of the row changes read in this run
+    # The earliest commit time of a change or heartbeat time read: in this run, then (set by the caller) ever.
+    first_seen_ms: int | None = None
     watermarks_ms: dict[int, int | None] = field(default_factory=dict)  # cumulative, incl. heartbeats
     low_watermark_ms: int | None = None
     quarantine_reasons: dict[str, int] = field(default_factory=dict)
@@ -308,8 +316,9 @@ def _read(
             records.groupBy("kafka_partition", "kind", "reason_kind", *bs.RAW_BINLOG_PARTITION_COLUMNS)
             .agg(
                 F.count(F.lit(1)).alias("n"),
-                F.min("event_ts_ms").alias("min_es"),
-                F.max("event_ts_ms").alias("max_es"),
+                # Commit times: a change is placed, and its partition's watermark moved, by its commit.
+                F.min("commit_ts_ms").alias("min_es"),
+                F.max("commit_ts_ms").alias("max_es"),
             )
             .collect()
         )
@@ -363,6 +372,8 @@ def _summarize(
             days.add(s.dt)
             continue
         watermarks[p] = max(watermarks.get(p) or 0, s.max_es)
+        first = result.first_seen_ms
+        result.first_seen_ms = s.min_es if first is None else min(first, s.min_es)
         if s.kind == HEARTBEAT:
             result.heartbeats += n
         else:

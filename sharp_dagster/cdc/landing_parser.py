@@ -25,6 +25,8 @@ PARSED_COLUMNS: list[tuple[str, str]] = [
     ("raw_value", "binary"),
     *bs.RAW_BINLOG_COLUMNS,
     *((name, "string") for name in bs.RAW_BINLOG_PARTITION_COLUMNS),
+    # The time that places a record and moves its partition's watermark: a row's commit, a heartbeat's es.
+    ("commit_ts_ms", "bigint"),
 ]
 ROW, HEARTBEAT, QUARANTINE = "row", "heartbeat", "quarantine"
 
@@ -62,7 +64,8 @@ class RecordParser:
             expected_database=self.database,  # the topic carries this database only
         )
         if isinstance(parsed, messages.Heartbeat):
-            return self._position(HEARTBEAT, partition, offset, event_ts_ms=parsed.es_ms)
+            es = parsed.es_ms
+            return self._position(HEARTBEAT, partition, offset, event_ts_ms=es, commit_ts_ms=es)
         if isinstance(parsed, messages.Quarantined):
             # The record's own timestamp fixes the day, so re-landing the same offsets hits the same partition.
             day = utc_datetime(timestamp_ms if timestamp_ms is not None else self.ingest).strftime("%Y-%m-%d")

@@ -1,12 +1,14 @@
 """`sharp-dagster cdc ...`: run the binlog collector and the hourly landing from the command line.
 
     SHARP_CDC_MYSQL_PASSWORD=... sharp-dagster cdc collect --config cdc/shop.yaml --host 127.0.0.1 --port 3306 \\
-        --user cdc --bootstrap-servers 127.0.0.1:9092 --state-file data/cdc/shop.state.json [--once]
+        --user cdc --bootstrap-servers 127.0.0.1:9092 [--once]
     sharp-dagster cdc land --config cdc/shop.yaml --database shop --bootstrap-servers 127.0.0.1:9092 \\
         --state-file data/cdc/shop.landing.json
 
 The password is read from the environment only, never from a flag (flags show up in `ps`). `collect` without
-`--once` runs until SIGTERM/SIGINT and then stops cleanly: it flushes and saves the last commit. `land` keeps
+`--once` runs until SIGTERM/SIGINT and then stops cleanly: it flushes and saves the last commit. It keeps its
+resume position in the job-log database (`SHARP_LOG_DB_URL`, `cdc/collector_db.py`), so a collector restarted
+on any machine resumes there; `--state-file` names the local file of older versions, read once on upgrade. `land` keeps
 its offsets and watermarks in a small JSON file (the Dagster jobs keep them in the job log instead) and writes
 the done markers. Also runnable as `python -m sharp_dagster.cli.cdc`.
 """
@@ -52,7 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--user", default="root", help=f"MySQL user; the password comes from ${PASSWORD_ENV}"
     )
     collect.add_argument("--bootstrap-servers", required=True)
-    collect.add_argument("--state-file", required=True, help="where the resume position is saved")
+    collect.add_argument(
+        "--state-file",
+        help="the local position file of older versions: read once when the job-log database has none yet",
+    )
     collect.add_argument("--once", action="store_true", help="stop at the current end of the binlog")
     collect.add_argument(
         "--start", default="earliest", help="first run only: earliest, current, a GTID position or file:pos"
@@ -62,6 +67,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     collect.add_argument("--flush-interval", type=float, default=1.0, help="... or after this many seconds")
     collect.add_argument("--heartbeat-interval", type=float, default=30.0)
+    collect.add_argument(
+        "--txn-memory-mb",
+        type=float,
+        default=64,
+        help="a transaction's messages are held until its commit: in memory up to this size, then on disk",
+    )
+    collect.add_argument("--spill-dir", help="where larger transactions are held (default: the temp folder)")
     collect.set_defaults(func=cmd_collect)
 
     land = sub.add_parser("land", help="land a binlog topic into original_binlog.<db> and write done markers")
@@ -127,10 +139,16 @@ def _load_config(path: str):
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from sharp_dagster.cdc.collector import Collector
+    from sharp_dagster.cdc.collector_db import DbStateStore
     from sharp_dagster.cdc.collector_state import CollectorError
     from sharp_dagster.cdc.config import ConfigError, MysqlSettings
+    from sharp_dagster.db import DatabaseUnavailable
+    from sharp_dagster.settings import Settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alembic").setLevel(
+        logging.WARNING
+    )  # the job-log schema check, not the collector's news
     source = _load_config(args.config)
     try:
         source = source.only(args.database)
@@ -138,17 +156,20 @@ def cmd_collect(args: argparse.Namespace) -> int:
         raise _cli_error(str(exc)) from None
     mysql = MysqlSettings.from_env(args.host, args.port, args.user)
     try:
+        store = DbStateStore(Settings.from_env().log_db_url, source.source_id, legacy_file=args.state_file)
         collector = Collector(
             mysql,
             {"bootstrap.servers": args.bootstrap_servers},
             source,
-            args.state_file,
+            store,
             start=args.start,
             flush_max_messages=args.flush_every,
             flush_interval_s=args.flush_interval,
             heartbeat_interval_s=args.heartbeat_interval,
+            txn_memory_bytes=int(args.txn_memory_mb * 1024 * 1024),
+            spill_dir=args.spill_dir,
         )
-    except CollectorError as exc:
+    except (CollectorError, DatabaseUnavailable) as exc:
         raise _cli_error(str(exc)) from None
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: collector.stop())
@@ -206,14 +227,17 @@ def cmd_land(args: argparse.Namespace) -> int:
         )
     except LandingError as exc:
         raise _cli_error(str(exc)) from None
-    known = [x for x in (state.get("first_event_ts_ms"), result.min_event_ts_ms) if x is not None]
+    known = [x for x in (state.get("first_event_ts_ms"), result.first_seen_ms) if x is not None]
     first = min(known) if known else None
-    markers: list = []
-    if first is not None:
-        day_start = first - first % 86_400_000
-        markers = write_done_markers(
-            store.warehouse_dir, db.name, result.low_watermark_ms, source.lateness_minutes, day_start, spark
-        )
+    markers = write_done_markers(
+        store.warehouse_dir,
+        db.name,
+        result.low_watermark_ms,
+        source.lateness_minutes,
+        first,
+        spark,
+        prior_low_watermark_ms=state.get("low_watermark_ms"),
+    )
     _write_json(
         state_path,
         {
@@ -221,6 +245,7 @@ def cmd_land(args: argparse.Namespace) -> int:
             "offsets": {str(p): o for p, o in result.end_offsets.items()},
             "watermarks": {str(p): w for p, w in result.watermarks_ms.items()},
             "first_event_ts_ms": first,
+            "low_watermark_ms": result.low_watermark_ms,
         },
     )
     print(

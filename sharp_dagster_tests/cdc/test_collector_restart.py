@@ -1,4 +1,6 @@
-"""The collector as a process: killed mid-stream it loses nothing; SIGTERM stops it cleanly; no password leaks."""
+"""The collector as a process: killed mid-stream and restarted it loses nothing and the landing keeps every change
+once; running as a service it streams new changes and stops cleanly on SIGTERM; no password leaks. Its resume
+position is in the job-log database (`SHARP_LOG_DB_URL`), fenced per collector, read from an old local file once."""
 
 from __future__ import annotations
 
@@ -10,13 +12,17 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from sharp_dagster.cdc import binlog_schema as bs
-from sharp_dagster.cdc.collector_state import FileStateStore
+from sharp_dagster.cdc.collector_db import DbStateStore, saved_position
+from sharp_dagster.cdc.collector_state import CollectorError, CollectorState, FileStateStore
+from sharp_dagster.cdc.landing import land, raw_table_ref
 
 PASSWORD = "pw-Secret-4711"
 USER = "cdc_reader"
+SOURCE = "test-mariadb"
 
 
 def _gtid_seq(gtid: str) -> int:
@@ -44,7 +50,7 @@ def _write_config(cdc, db: str, path: Path) -> Path:
     return path
 
 
-def _collect_cmd(cdc, config: Path, state: Path, *extra: str) -> list[str]:
+def _collect_cmd(cdc, config: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -60,16 +66,25 @@ def _collect_cmd(cdc, config: Path, state: Path, *extra: str) -> list[str]:
         USER,
         "--bootstrap-servers",
         cdc.broker.bootstrap_servers,
-        "--state-file",
-        str(state),
         "--start",
         cdc.start_gtid,
         *extra,
     ]
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "SHARP_CDC_MYSQL_PASSWORD": PASSWORD}
+def _env(db_url: str) -> dict[str, str]:
+    return {**os.environ, "SHARP_CDC_MYSQL_PASSWORD": PASSWORD, "SHARP_LOG_DB_URL": db_url}
+
+
+def _db_url(cdc) -> str:
+    return f"sqlite:///{cdc.tmp_path / 'log.db'}"
+
+
+def _saved(db_url: str) -> CollectorState | None:
+    try:
+        return saved_position(db_url, SOURCE)
+    except Exception:  # the collector is creating the schema
+        return None
 
 
 def _wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
@@ -84,7 +99,7 @@ def _wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | Non
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_sigkill_mid_stream_then_restart_delivers_every_change_with_stable_identity(cdc):
+def test_sigkill_mid_stream_then_restart_delivers_every_change_once_downstream(cdc, spark, table_store):
     db = cdc.new_database()
     cdc.mariadb.create_user(USER, PASSWORD)
     cdc.sql(
@@ -106,21 +121,21 @@ def test_sigkill_mid_stream_then_restart_delivers_every_change_with_stable_ident
     final_gtid = cdc.gtid_pos()
 
     config = _write_config(cdc, db, cdc.tmp_path / "source.yaml")
-    state = cdc.tmp_path / "collector.state.json"
+    db_url = _db_url(cdc)
     proc = subprocess.Popen(
-        _collect_cmd(cdc, config, state, "--once", "--flush-every", "20"),
-        env=_env(),
+        _collect_cmd(cdc, config, "--once", "--flush-every", "20"),
+        env=_env(db_url),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        _wait_for(state.exists, 60, "the first saved commit", proc)
+        _wait_for(lambda: _saved(db_url) is not None, 60, "the first saved commit", proc)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    killed_at = FileStateStore(state).load()
+    killed_at = saved_position(db_url, SOURCE)
     assert killed_at is not None
     assert _gtid_seq(killed_at.gtid_pos) < _gtid_seq(final_gtid), (
         "the kill came after the end: nothing was tested"
@@ -131,12 +146,12 @@ def test_sigkill_mid_stream_then_restart_delivers_every_change_with_stable_ident
     unsaved = [m for m in before_restart if _gtid_seq(m["gtid"]) > _gtid_seq(killed_at.gtid_pos)]
 
     restart = subprocess.run(
-        _collect_cmd(cdc, config, state, "--once"), env=_env(), capture_output=True, text=True, timeout=120
+        _collect_cmd(cdc, config, "--once"), env=_env(db_url), capture_output=True, text=True, timeout=120
     )
     assert restart.returncode == 0, restart.stderr[-2000:]
     assert "stopped by eof" in restart.stdout
     assert PASSWORD not in restart.stdout + restart.stderr
-    assert FileStateStore(state).load().gtid_pos == final_gtid
+    assert saved_position(db_url, SOURCE).gtid_pos == final_gtid
 
     msgs = cdc.changes(f"binlog.{db}")
     uids: dict[str, list[dict]] = {}
@@ -160,6 +175,22 @@ def test_sigkill_mid_stream_then_restart_delivers_every_change_with_stable_ident
     assert inserted == set(range(n_txn * per_txn))
     updated = {int(m["data"][0]["id"]) for m in msgs if m["type"] == "UPDATE"}
     assert updated == {t * per_txn for t in range(n_txn)}
+    assert all("commitTs" in m for m in msgs)
+
+    # Downstream the repeats are dropped by identity: the landing keeps each change once (and the merge applies
+    # a change once, test_merge_rules.test_duplicates_are_applied_once).
+    topic = f"binlog.{db}"
+    result = land(spark, table_store, cdc.kafka, topic, None, "latest", _rules(db), database=db)
+    assert (result.landed, result.duplicates) == (expected_changes, len(unsaved))
+    ref = raw_table_ref(db)
+    rows = table_store.read_partitions(ref, table_store.list_partitions(ref)).collect()
+    assert len(rows) == len({r.event_uid for r in rows}) == expected_changes
+
+
+def _rules(db: str):
+    from sharp_dagster.cdc.shards import ShardRules
+
+    return ShardRules.from_mapping({"user_info": r"user_info_(\d+)"})
 
 
 def test_running_collector_streams_new_changes_and_stops_cleanly_on_sigterm(cdc):
@@ -169,19 +200,15 @@ def test_running_collector_streams_new_changes_and_stops_cleanly_on_sigterm(cdc)
         db, "CREATE TABLE user_info_1 (id INT PRIMARY KEY, v INT)", "INSERT INTO user_info_1 VALUES (1, 1)"
     )
     config = _write_config(cdc, db, cdc.tmp_path / "source.yaml")
-    state = cdc.tmp_path / "collector.state.json"
-    store = FileStateStore(state)
+    db_url = _db_url(cdc)
 
     def saved_gtid() -> str | None:
-        try:
-            loaded = store.load()
-        except Exception:
-            return None
+        loaded = _saved(db_url)
         return loaded.gtid_pos if loaded else None
 
     proc = subprocess.Popen(
-        _collect_cmd(cdc, config, state, "--flush-interval", "0.1", "--heartbeat-interval", "0.5"),
-        env=_env(),
+        _collect_cmd(cdc, config, "--flush-interval", "0.1", "--heartbeat-interval", "0.5"),
+        env=_env(db_url),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -211,3 +238,25 @@ def test_running_collector_streams_new_changes_and_stops_cleanly_on_sigterm(cdc)
     assert sorted(kinds) == [("INSERT", "1"), ("INSERT", "2"), ("UPDATE", "1")]
     # Idle, it still sends heartbeats (caught up): the landing's watermark moves without changes.
     assert {r["partition"] for r in records if r["value"]["type"] == "HEARTBEAT"} == {0, 1}
+
+
+def test_position_store_reads_an_old_file_once_and_fences_a_second_collector(tmp_path):
+    url = f"sqlite:///{tmp_path / 'log.db'}"
+    legacy = tmp_path / "shop.state.json"
+    old = CollectorState(SOURCE, "binlog.000003", 1234, "0-1-42", 1_700_000_000_000)
+    FileStateStore(legacy).save(old)
+    first = DbStateStore(url, SOURCE, legacy_file=legacy, owner="host-a:1")
+    assert first.load() == old  # nothing in the database yet: the old local file, once
+    newer = CollectorState(SOURCE, "binlog.000003", 5678, "0-1-50", 1_700_000_100_000)
+    first.save(newer)
+    legacy.unlink()
+    assert saved_position(url, SOURCE) == newer
+    # A second collector for the same source takes the position over; the first can no longer move it.
+    second = DbStateStore(url, SOURCE, owner="host-b:2")
+    resumed = second.load()
+    assert (resumed.binlog_pos, resumed.gtid_pos, resumed.event_ts_ms) == (5678, "0-1-50", newer.event_ts_ms)
+    with pytest.raises(CollectorError, match="taken by another collector"):
+        first.save(CollectorState(SOURCE, "binlog.000003", 9999, "0-1-60"))
+    assert saved_position(url, SOURCE) == newer
+    second.save(CollectorState(SOURCE, "binlog.000004", 4, "0-1-61"))
+    assert saved_position(url, SOURCE).gtid_pos == "0-1-61"

@@ -43,7 +43,7 @@ from pyspark.sql import functions as F
 from sharp_dagster.assets.cdc_assets import state_columns
 from sharp_dagster.cdc import binlog_schema as bs
 from sharp_dagster.cdc.collector import Collector, CollectStats
-from sharp_dagster.cdc.collector_state import FileStateStore
+from sharp_dagster.cdc.collector_db import DbStateStore, saved_position
 from sharp_dagster.cdc.config import PASSWORD_ENV, MysqlSettings, SourceConfig, source_config_from_dict
 from sharp_dagster.cdc.done_markers import day_complete, hours_done, write_done_markers
 from sharp_dagster.cdc.image_tables import read_typed_images
@@ -375,8 +375,9 @@ class Pipeline:
         return self.source_config.databases[0].shard_rules
 
     @property
-    def state_path(self) -> Path:
-        return self.tmp_path / "collector.state.json"
+    def position_db(self) -> str:
+        """The job-log database the collector keeps its resume position in, in process and as a command."""
+        return f"sqlite:///{self.tmp_path / 'collector_log.db'}"
 
     @property
     def warehouse(self) -> str:
@@ -388,7 +389,7 @@ class Pipeline:
             self.mysql,
             {"bootstrap.servers": self.cdc.broker.bootstrap_servers},
             self.source_config,
-            self.state_path,
+            DbStateStore(self.position_db, self.source_config.source_id),
             start=self.start_gtid,
             clock=SimulatedClock(clock),
         )
@@ -414,8 +415,6 @@ class Pipeline:
             USER,
             "--bootstrap-servers",
             self.cdc.broker.bootstrap_servers,
-            "--state-file",
-            str(self.state_path),
             "--start",
             self.start_gtid,
             "--once",
@@ -430,14 +429,15 @@ class Pipeline:
         return {
             **os.environ,
             PASSWORD_ENV: PASSWORD,
+            "SHARP_LOG_DB_URL": self.position_db,
             "PYTHONPATH": path,
             "SHARP_E2E_CLOCK_OFFSET_S": repr(clock.timestamp() - time.time()),
         }
 
     def saved_gtid(self) -> str | None:
         try:
-            state = FileStateStore(self.state_path).load()
-        except Exception:  # a file being replaced
+            state = saved_position(self.position_db, self.source_config.source_id)
+        except Exception:  # the schema being created
             return None
         return state.gtid_pos if state else None
 
@@ -746,7 +746,7 @@ def test_binlog_to_ods_end_to_end(cdc, spark, table_store, tmp_path):
             os.kill(proc.pid, signal.SIGKILL)
             proc.communicate(timeout=30)
         assert proc.returncode == -signal.SIGKILL
-        killed_at = FileStateStore(pipeline.state_path).load()
+        killed_at = saved_position(pipeline.position_db, pipeline.source_config.source_id)
         assert gtid_seq(killed_at.gtid_pos) < gtid_seq(final_gtid), "killed after the end: nothing was tested"
         sent = [m for m in cdc.changes(pipeline.topic) if m["es"] >= ms(at(DAY2, 0))]
         unsaved = [m for m in sent if gtid_seq(m["gtid"]) > gtid_seq(killed_at.gtid_pos)]

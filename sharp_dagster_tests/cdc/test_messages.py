@@ -18,6 +18,7 @@ from sharp_dagster.cdc.messages import (
     canonical_value,
     encode,
     parse_message,
+    with_commit_ts,
 )
 from sharp_dagster.cdc.shards import ShardRule, ShardRules
 
@@ -68,6 +69,27 @@ def test_an_update_becomes_a_raw_row_with_identity_images_and_partition():
         and row["event_ts_ms"] == ES
         and row["ddl_sql"] is None
     )
+
+
+def test_a_change_lands_in_the_hour_its_transaction_committed():
+    # The statement ran at 23:59:59 of March 1st, its transaction committed 61 s later: March 2nd, hour 00.
+    committed = with_commit_ts(encode(message(ts=1)), ES + 61_000)
+    assert json.loads(committed)["commitTs"] == ES + 61_000
+    row = parse_message(committed, "binlog.shop", 1, 55, RULES)
+    assert (row["dt"], row["hour"], row["event_ts_ms"], row["commit_ts_ms"]) == (
+        "2024-03-02",
+        "00",
+        ES,
+        ES + 61_000,
+    )
+    # Without commitTs (plain Canal, an older collector) the statement time places it.
+    old = parse_message(encode(message()), "binlog.shop", 1, 55, RULES)
+    assert (old["dt"], old["hour"], old["commit_ts_ms"]) == ("2024-03-01", "23", ES)
+    assert encode(message(ts=1, commit_ts=ES + 61_000)) == committed
+    with pytest.raises(ValueError):
+        with_commit_ts(committed, ES)
+    bad = parse_message(json.dumps({**message().to_flat(), "commitTs": "later"}).encode(), "t", 0, 1, RULES)
+    assert isinstance(bad, Quarantined) and bad.reason.startswith("bad commit time")
 
 
 def test_plain_canal_update_without_before_rebuilds_the_before_image_from_old():

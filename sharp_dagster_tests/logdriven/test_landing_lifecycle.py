@@ -13,9 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from sharp_dagster.cdc.done_markers import day_complete
 from sharp_dagster.joblog import FAILURE, SUCCESS
 from sharp_dagster.joblog.store import JobLog
-from sharp_dagster_tests.cdc_support import KAFKA_ENV, QUIET
+from sharp_dagster_tests.cdc_support import KAFKA_ENV, QUIET, change
 
 DAY = "2024-01-01"
 
@@ -123,6 +124,14 @@ def test_landing_heartbeats_and_alerts_quarantined_messages_once(own_feed, hook,
     )
     assert alert_quarantine(jl, landing, "same-run", again) is False
     assert len(hook.of_kind("quarantine")) == 1
+
+    # A day whose first change comes at 05:30: its quiet hours 00..04 are marked done too, so it can be merged.
+    quiet_day, when = "2024-01-02", "2024-01-02 05:30:00"
+    order = dict(order_id=900001, user_id=1, order_time=when, total_amount=1.0, updated_at=when)
+    own_feed.send([change("orders", "c", 10**6, when, order_status="paid", **order)], quiet_day)
+    own_feed.land(quiet_day, replay=False)
+    warehouse = own_feed.defs.resources["spark"].store().warehouse_dir
+    assert day_complete(warehouse, own_feed.database, quiet_day)
 
 
 def test_landing_failure_is_recorded_and_alerted(own_feed, hook):
