@@ -260,3 +260,19 @@ def test_position_store_reads_an_old_file_once_and_fences_a_second_collector(tmp
     assert saved_position(url, SOURCE) == newer
     second.save(CollectorState(SOURCE, "binlog.000004", 4, "0-1-61"))
     assert saved_position(url, SOURCE).gtid_pos == "0-1-61"
+
+
+def test_migration_0004_creates_the_position_table_as_modelled(tmp_path):
+    import sqlalchemy as sa
+
+    from sharp_dagster.cdc.collector_db import cdc_collector_position as model
+    from sharp_dagster.joblog.migrate import ensure_schema
+
+    engine = ensure_schema(f"sqlite:///{tmp_path / 'log.db'}")
+    inspector = sa.inspect(engine)
+    made = {c["name"]: c for c in inspector.get_columns(model.name)}
+    assert set(made) == {c.name for c in model.columns}
+    for column in model.columns:  # the model (collector_db.py) = the migration (0004)
+        assert made[column.name]["nullable"] == column.nullable, column.name
+        assert str(made[column.name]["type"]) == column.type.compile(dialect=engine.dialect), column.name
+    assert inspector.get_pk_constraint(model.name)["constrained_columns"] == ["source_id"]
