@@ -259,6 +259,11 @@ class PartitionRun:
         staged = self.stage(ref, values, df, step_id=step_id)
         return self.tables.read_staged(staged).drop(*ref.partition_cols)
 
+    def batch_shared(self, name: Any, build: Callable[[list[str]], Any]) -> Any:
+        """`build(the batch's keys)` once per range batch, for all its periods; None outside a batch of 2+."""
+        batch = self.batch
+        return None if batch is None or len(batch.keys) < 2 else batch.shared(name, lambda: build(batch.keys))
+
     def staged_beside(self, ref: TableRef, values: dict[str, str]) -> DataFrame | None:
         """The rows an earlier period of this range batch staged for `ref` at `values` (the previous day's state
         of an ODS merge, not published yet), or None."""
@@ -401,8 +406,7 @@ def claimed_range(
 
 
 def run_label(context: Any) -> str:
-    """The run's partition, or `first..last` for a range (a single-run backfill of the hourly landing: it lands
-    every message up to the end offsets once, whatever the hours)."""
+    """The run's partition, or `first..last` for a range (a single-run backfill of the hourly landing)."""
     keys = context.partition_key_range
     return keys.start if keys.start == keys.end else f"{keys.start}..{keys.end}"
 

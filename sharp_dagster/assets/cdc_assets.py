@@ -20,7 +20,6 @@ import json
 import logging
 import os
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from dagster import (
     AssetDep,
@@ -36,7 +35,8 @@ from dagster import (
 )
 
 from sharp_dagster.assets import quality
-from sharp_dagster.assets.ods_range import merged_range, raw_counts_by_day
+from sharp_dagster.cdc.change_source import day_changes
+from sharp_dagster.cdc.range_fold import fold_range
 from sharp_dagster.joblog.planner import LogDrivenAsset
 from sharp_dagster.lifecycle import claimed_range, materialize_partitions
 from sharp_dagster.logdriven import job_log_or_fail
@@ -44,11 +44,6 @@ from sharp_dagster.naming import key_str, parts
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
 from sharp_dagster.warehouse.cdc_layout import START, OdsTable, bootstrap_day, landing_table
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-    from sharp_dagster.cdc.merge import DayEvents
 
 KAFKA_ENV = "SHARP_KAFKA_BOOTSTRAP"
 log = logging.getLogger("sharp_dagster.cdc_assets")
@@ -279,13 +274,14 @@ def build_ods_merge_asset(
                     )
                 rec.source_count = 24
             with run.step("read", source_type="iceberg") as rec:
-                # A batch's days are read and merged in one plan at its first day when they can be (`ods_range`).
-                ranged = merged_range(run, t, state_ref(t.name))
+                # A batch's days are read and merged in one plan at its first day when they can be (`range_fold`).
+                ranged = run.batch_shared(("fold_range", t.name), lambda days: fold_days(store, days))
                 if ranged is not None:
                     versions, counts = ranged
                     rec.source_count = run.source_count = counts[key]
-                    if key == run.batch.keys[0]:
-                        rec.info(f"merged the {len(counts)} days {key}..{run.batch.keys[-1]} in one plan")
+                    days = list(counts)
+                    if key == days[0]:
+                        rec.info(f"merged the {len(days)} days {days[0]}..{days[-1]} in one plan")
                 else:
                     base, changes, events = read_day(run, store, key)
                     rec.source_count = run.source_count
@@ -302,6 +298,12 @@ def build_ods_merge_asset(
                     state_ref(t.name), {"dt": key}, state, step_id="state", checkpointed=ranged is not None
                 )
             )
+
+        def fold_days(store, days: list[str]):
+            from sharp_dagster.cdc.landing import raw_table_ref
+
+            raw, state = raw_table_ref(t.database), state_ref(t.name)
+            return fold_range(store, raw, state, t.database, t.name, t.key_columns(), t.shard_column, days)
 
         def read_day(run, store, key: str):
             """The previous day's state and the day's changes and events; sets the run's source count."""
@@ -325,7 +327,7 @@ def build_ods_merge_asset(
                 raise Failure(
                     description=f"{job_name} [{key}]: the raw binlog table {raw.qualified} is empty"
                 )
-            changes, run.source_count, events = day_changes(store, raw, t, key)
+            changes, run.source_count, events = day_changes(store, raw, t.database, t.name, key)
             return base, changes, events
 
         # A single-run backfill of several days goes as one batch: each day's state chained in memory, the states
@@ -335,41 +337,6 @@ def build_ods_merge_asset(
         )
 
     return _merge
-
-
-def day_changes(store, raw: TableRef, t: OdsTable, day: str) -> tuple[DataFrame, int, DayEvents]:
-    """The day's changes of `t`, checkpointed, how many, and its table-level events (truncates, DDL; counted and
-    collected in one scan): the landing's typed images (the merge parses no JSON) when they hold every change of
-    the day the raw binlog table holds, each value of its type; else the raw binlog rows (typed by the merge, by
-    the state's columns)."""
-    from sharp_dagster.cdc.image_tables import read_typed_images
-    from sharp_dagster.cdc.merge import TABLE_EVENTS_AGGREGATE, day_events
-
-    spark = store.spark
-    raw_rows = spark.table(store.name(raw)).where(f"table_name = '{t.name}' AND dt = '{day}'")
-    typed = read_typed_images(store, t.database, t.name, day)
-    if typed is not None:
-        typed = typed.localCheckpoint(eager=True)
-        typed_count, misfits, events = typed.selectExpr(
-            "count(*)", "count_if(cast_errors IS NOT NULL)", TABLE_EVENTS_AGGREGATE
-        ).first()
-        raw_count = raw_counts_by_day(store, raw, t.name, [day])[day]
-        if typed_count == raw_count and not misfits:
-            return typed, typed_count, day_events(events)
-        # Images the landing could not type by its images table's types (a value that does not fit) are merged
-        # from their JSON, typed by the state's own columns; a value that fits those neither stops the merge.
-        log.warning(
-            "ods/%s [%s]: %d typed image rows (%d with values not of their type) for %d raw binlog rows: "
-            "merging the raw rows",
-            t.name,
-            day,
-            typed_count,
-            misfits,
-            raw_count,
-        )
-    raw_rows = raw_rows.localCheckpoint(eager=True)
-    raw_count, events = raw_rows.selectExpr("count(*)", TABLE_EVENTS_AGGREGATE).first()
-    return raw_rows, raw_count, day_events(events)
 
 
 def state_columns(store, tables) -> dict[str, list[tuple[str, str]]]:

@@ -47,6 +47,20 @@ def test_run_all_knows_every_benchmark():
     assert set(QUICK) <= set(run_all.BENCHMARKS)
 
 
+def test_the_pipeline_bench_probes_name_functions_that_exist():
+    """bench_pipeline skips a probe whose function is gone (and lists it): here a renamed one fails instead."""
+    import importlib
+
+    missing = []
+    for module_name, path, _ in _load(BENCH / "bench_pipeline.py").PROBES:
+        owner = importlib.import_module(module_name)
+        for attr in path.split("."):
+            owner = getattr(owner, attr, None)
+        if owner is None:
+            missing.append(f"{module_name}:{path}")
+    assert missing == []
+
+
 @pytest.mark.parametrize("name", sorted(QUICK))
 def test_quick_mode_runs(name):
     run_all = _load(BENCH / "run_all.py")
