@@ -11,7 +11,7 @@
 - `ods/<table>` (daily, group `ods`): `checkdone` (all 24 done markers of the day, else the run fails before
   reading anything), then `merge_day(previous state, the day's typed changes)`; the state (with tombstones) is staged to
   `ods_state.<table>` and its live rows to `ods.<table>`, and both are published together after the strong rules,
-  through the one lifecycle of every log-driven asset (`sharp_dagster.lifecycle`).
+  through the one lifecycle of every log-driven asset (`sharp_dagster.publish`).
 """
 
 from __future__ import annotations
@@ -38,10 +38,12 @@ from sharp_dagster.assets import quality
 from sharp_dagster.cdc.change_source import day_changes
 from sharp_dagster.cdc.range_fold import fold_range
 from sharp_dagster.joblog.planner import LogDrivenAsset
-from sharp_dagster.lifecycle import claimed_range, materialize_partitions
 from sharp_dagster.logdriven import job_log_or_fail
 from sharp_dagster.naming import key_str, parts
 from sharp_dagster.partitions import partitions_for
+from sharp_dagster.publish.claimed_range import claimed_range
+from sharp_dagster.publish.materialize import materialize_partitions
+from sharp_dagster.publish.run import AssetPublish
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
 from sharp_dagster.warehouse.cdc_layout import START, OdsTable, bootstrap_day, landing_table
 
@@ -331,10 +333,9 @@ def build_ods_merge_asset(
             return base, changes, events
 
         # A single-run backfill of several days goes as one batch: each day's state chained in memory, the states
-        # and the published rows each in one write, one audit pass, one commit per table (`lifecycle_range.py`).
-        yield from materialize_partitions(
-            context, TableRef("ods", t.name, ("dt",)), "daily", log_asset, compute, rules, grains, batch=True
-        )
+        # and the published rows each in one write, one audit pass, one commit per table (`publish/range.py`).
+        publish = AssetPublish(TableRef("ods", t.name, ("dt",)), "daily", log_asset, compute, rules, grains)
+        yield from materialize_partitions(context, publish, batch=True)
 
     return _merge
 

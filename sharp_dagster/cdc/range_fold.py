@@ -17,7 +17,6 @@ from datetime import date, timedelta
 from pyspark.sql import DataFrame
 
 from sharp_dagster.cdc.change_source import range_changes
-from sharp_dagster.cdc.done_markers import day_complete
 from sharp_dagster.cdc.merge import DayEvents
 from sharp_dagster.cdc.merge_range import merge_range
 from sharp_dagster.spark.iceberg import IcebergTables
@@ -37,6 +36,10 @@ def fold_range(
     """The row versions of `database.table` over `days` (`merge_range`, checkpointed) from the state partition
     of the day before them, and each day's change count (in the order of `days`); None when the range cannot be
     folded at once (the caller merges the days one by one)."""
+    # Here, not at the top: done_markers reads the landing's layout, which loads the Kafka client, and this module
+    # is imported when the code location loads (the definitions' start-up time), where no Kafka client is needed.
+    from sharp_dagster.cdc.done_markers import day_complete
+
     days = list(days)
     first = date.fromisoformat(days[0])
     if days != [(first + timedelta(days=i)).isoformat() for i in range(len(days))]:
