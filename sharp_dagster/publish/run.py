@@ -348,7 +348,7 @@ def dead_branches(tables: IcebergTables, ref: TableRef, runs: Sequence[Partition
 
 
 # A period's partition of a table staged beside the target: (its run, partition values, rows, step id).
-BatchPart = tuple["PartitionRun", dict[str, str], DataFrame, str]
+BatchPart = tuple[PartitionRun, dict[str, str], DataFrame, str]
 
 
 class RangeBatch:
