@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import statistics
 import sys
@@ -47,8 +48,10 @@ from pyspark.sql import functions as F
 from sharp_dagster.dqc.compiler import compile_rules
 from sharp_dagster.dqc.rules import Rule, build_rule
 from sharp_dagster.dqc.runner import RuleRunner, schema_of
+from sharp_dagster.settings import Settings
+from sharp_dagster.spark.iceberg import warehouse_tables
 from sharp_dagster.spark.session import LOG4J_CONF, build_spark_session
-from sharp_dagster.spark.tables import TableRef, TableStore
+from sharp_dagster.spark.tables import TableRef
 
 ASSET = "dwd/order_detail"
 PARTITION = "2024-01-01"
@@ -177,8 +180,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         conf["spark.driver.extraJavaOptions"] = (
             f"-Dlog4j2.configurationFile=file:{LOG4J_CONF} -XX:-DontCompileHugeMethods"
         )
-    spark = build_spark_session(app_name="bench_dqc", **conf)
     tmp = tempfile.mkdtemp(prefix="bench_dqc_")
+    # The staged partitions go to a warehouse of their own (an Iceberg catalog in the temp directory), as the
+    # pipeline stages them: a branch of the table, read back for the rules' scan, then dropped.
+    for name in ("SHARP_WAREHOUSE_DIR", "SHARP_LOG_DB_URL"):  # the catalog and its data both in `tmp`
+        os.environ.pop(name, None)
+    os.environ["SHARP_DATA_DIR"] = str(Path(tmp) / "data")
+    settings = Settings.from_env()
+    spark = build_spark_session(settings, app_name="bench_dqc", **conf)
     try:
         path = str(Path(tmp) / "orders")
         t0 = time.perf_counter()
@@ -201,7 +210,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             r.message for r in runner.run(ASSET, PARTITION, VIEW, [by_id["order_unique"]]) if not r.passed
         ]
 
-        store = TableStore(spark, str(Path(tmp) / "warehouse"))
+        store = warehouse_tables(spark, settings)
         ref = TableRef("dwd", "bench_dqc_staged")
 
         def stage(rules: list[Rule] | None) -> None:

@@ -2,7 +2,7 @@
 
 - ours: a log-driven SQL asset (claim, job-log steps, staged write, atomic swap per partition) backfilled as one
   single-run range (partitions strictly oldest first), in a fresh process; next to it, in the same process, the
-  bare Spark work (the same query written partition by partition with `TableStore.write_partition`). Overhead per
+  bare Spark work (the same query written partition by partition with `IcebergTables.write_partition`). Overhead per
   partition = (ours - bare Spark) / N. Target: at most 1 s.
 - native: the same Spark work in a self-dependent asset (`AssetDep(self, TimeWindowPartitionMapping(-1, -1))`),
   whose asset backfill Dagster runs in order, one run per partition, launched over GraphQL on a real
@@ -62,15 +62,17 @@ NATIVE_DEFS = textwrap.dedent(
                          in_process_executor)
     from sharp_dagster.settings import Settings
     from sharp_dagster.spark.session import build_spark_session
-    from sharp_dagster.spark.tables import TableRef, TableStore
+    from sharp_dagster.spark.iceberg import warehouse_tables
+    from sharp_dagster.spark.tables import TableRef
 
     daily = DailyPartitionsDefinition(start_date="2024-01-01")
 
     @asset(partitions_def=daily, deps=[AssetDep("trivial_native",
            partition_mapping=TimeWindowPartitionMapping(start_offset=-1, end_offset=-1))])
     def trivial_native(context):
-        spark = build_spark_session(Settings.from_env())
-        store = TableStore(spark, Settings.from_env().warehouse_dir)
+        settings = Settings.from_env()
+        spark = build_spark_session(settings)
+        store = warehouse_tables(spark, settings)
         dt = context.partition_key
         store.write_partition(TableRef("native", "trivial"), {"dt": dt},
                               spark.sql(f"SELECT id, id * 2 AS doubled, '{dt}' AS day FROM range(1000)"))

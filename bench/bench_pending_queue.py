@@ -17,7 +17,6 @@ against the periods that were made pending.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import random
@@ -123,11 +122,10 @@ def bulk_load(job_log: JobLog, rows: list[tuple]) -> None:
     try:
         cur = raw.cursor()
         if job_log.engine.dialect.name == "postgresql":
-            buf = io.StringIO()
-            for r in rows:
-                buf.write("\t".join("\\N" if v is None else str(v) for v in r) + "\n")
-            buf.seek(0)
-            cur.copy_expert(f"COPY job_log ({', '.join(COLUMNS)}) FROM STDIN", buf)
+            # psycopg 3's COPY (the driver pinned in pyproject.toml): rows written as Python values, typed by it.
+            with cur.copy(f"COPY job_log ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+                for r in rows:
+                    copy.write_row(r)
         else:
             sql = f"INSERT INTO job_log ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
             for chunk in _chunks(rows, 50_000):

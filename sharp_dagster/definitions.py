@@ -40,7 +40,7 @@ _known = {t.asset_key_str for t in CATALOG.tables} | {key_str(q) for q in CATALO
 if set(RULES) - _known:
     raise WarehouseDefinitionError(f"data-quality rules name unknown assets: {sorted(set(RULES) - _known)}")
 
-# Seed 004's governance rules over what each table reads; offenders get a warning check.
+# The warehouse's governance rules (`lineage/governance.py`) over what each table reads; offenders get a warning check.
 VIOLATIONS: dict[str, list] = {}
 for _v in governance_check_tables({q: d.assets + d.externals for q, d in DEPS.items()}):
     VIOLATIONS.setdefault(_v.table, []).append(_v)

@@ -1,7 +1,7 @@
 """What every log-driven run shares in Dagster: the process's `JobLog` and the failure alert of a claimed attempt.
 (The asset's job-log view, `LogDrivenAsset`, is the planner's; the project's set of them is
 `sharp_dagster.warehouse.layout`.) The lifecycle itself (check, claim, gate, stage, rules, fence, publish) is
-`sharp_dagster.lifecycle`.
+`sharp_dagster.publish`.
 """
 
 from __future__ import annotations

@@ -253,9 +253,13 @@ PARTITION_COLUMNS = {"daily": ("dt",), "hourly": ("dt", "hour")}
 
 def partition_values(key: str, grain: str) -> dict[str, str]:
     """`2024-01-02` -> {dt}; `2024-01-02-05:00` -> {dt, hour}."""
-    start = period_of_key(key, grain).start
-    values = {"dt": start.strftime("%Y-%m-%d"), "hour": start.strftime("%H")}
-    return {c: values[c] for c in PARTITION_COLUMNS[grain]}
+    return period_values(period_of_key(key, grain))
+
+
+def period_values(period: Period) -> dict[str, str]:
+    """The partition columns' values of a period: {dt} for a day, {dt, hour} for an hour."""
+    values = {"dt": period.start.strftime("%Y-%m-%d"), "hour": period.start.strftime("%H")}
+    return {c: values[c] for c in PARTITION_COLUMNS[period.grain]}
 
 
 def window_text(period: Period) -> tuple[str, str]:

@@ -13,7 +13,7 @@
 - `ods/<table>` (daily, group `ods`): `checkdone` (all 24 done markers of the day, else the run fails before
   reading anything), then `merge_day(previous state, the day's typed changes)`; the state (with tombstones) is staged to
   `ods_state.<table>` and its live rows to `ods.<table>`, and both are published together after the strong rules,
-  through the one lifecycle of every log-driven asset (`sharp_dagster.lifecycle`).
+  through the one lifecycle of every log-driven asset (`sharp_dagster.publish`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import json
 import logging
 import os
 from datetime import date, timedelta
-from typing import TYPE_CHECKING
 
 from dagster import (
     AssetDep,
@@ -36,22 +35,30 @@ from dagster import (
     TimeWindowPartitionMapping,
     asset,
 )
+from pyspark.sql import DataFrame
 
 from sharp_dagster.assets import quality
-from sharp_dagster.assets.ods_range import merged_range, raw_counts_by_day
+from sharp_dagster.cdc.change_source import day_changes
+from sharp_dagster.cdc.merge import STATE_COLUMNS, initial_state, merge_day, published
+from sharp_dagster.cdc.merge_range import state_on
+from sharp_dagster.cdc.range_fold import fold_range
 from sharp_dagster.joblog.planner import LogDrivenAsset
-from sharp_dagster.lifecycle import claimed_range, materialize_partitions
 from sharp_dagster.logdriven import job_log_or_fail
 from sharp_dagster.naming import key_str, parts
 from sharp_dagster.partitions import partitions_for
-from sharp_dagster.spark.checkpoint import checkpoint
+from sharp_dagster.publish.claimed_range import claimed_range
+from sharp_dagster.publish.materialize import materialize_partitions
+from sharp_dagster.publish.run import AssetPublish, PartitionRun
+from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
-from sharp_dagster.warehouse.cdc_layout import START, OdsTable, bootstrap_day, landing_table, source_start
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-    from sharp_dagster.cdc.merge import DayEvents
+from sharp_dagster.warehouse.cdc_layout import (
+    SHARD_COLUMN,
+    START,
+    OdsTable,
+    bootstrap_day,
+    landing_table,
+    source_start,
+)
 
 KAFKA_ENV = "SHARP_KAFKA_BOOTSTRAP"
 log = logging.getLogger("sharp_dagster.cdc_assets")
@@ -90,7 +97,8 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
         key=parts(landing_table(database)),
         group_name="cdc",
         description=(
-            f"Raw binlog of `{database}` (seed 002's original_binlog.{database}): one row per row change, partitioned "
+            f"Raw binlog of `{database}` (the warehouse table original_binlog.{database}): one row per row change, "
+            "partitioned "
             f"by logical table, dt and hour, landed hourly from Kafka topic `{topic}` with done markers."
         ),
         partitions_def=partitions_for("hourly", source_start(source)),
@@ -241,150 +249,137 @@ def _prior_landing(jl, job_name: str) -> dict:
 
 
 def build_ods_merge_asset(
-    t: OdsTable, rules, grains: dict[str, str], log_asset: LogDrivenAsset
+    ods_table: OdsTable, rules, grains: dict[str, str], log_asset: LogDrivenAsset
 ) -> AssetsDefinition:
-    job_name = t.asset_key_str
-    partitions_def = partitions_for("daily", t.start)
+    name = ods_table.name
+    partitions_def = partitions_for("daily", ods_table.start)
     rules = list(rules or [])
 
     @asset(
-        key=["ods", t.name],
+        key=["ods", name],
         group_name="ods",
         description=(
-            f"The source table `{t.database}.{t.name}` as it stands at the end of each day, rebuilt from the binlog: "
-            f"the previous day's state plus the day's changes (ordered by binlog position; deletes kept as "
-            f"tombstones in ods_state.{t.name}). Merge key: {', '.join(t.key_columns())}."
+            f"The source table `{ods_table.database}.{name}` as it stands at the end of each day, rebuilt from the "
+            f"binlog: the previous day's state plus the day's changes (ordered by binlog position; deletes kept as "
+            f"tombstones in ods_state.{name}). Merge key: {', '.join(ods_table.key_columns())}."
         ),
         partitions_def=partitions_def,
         backfill_policy=BackfillPolicy.single_run(),
         deps=[
             AssetDep(
-                AssetKey(["original_binlog", t.database]), partition_mapping=TimeWindowPartitionMapping()
+                AssetKey(["original_binlog", ods_table.database]),
+                partition_mapping=TimeWindowPartitionMapping(),
             )
         ],
         io_manager_key="warehouse_io_manager",
         required_resource_keys={"spark"},
         kinds={"spark", "cdc"},
-        check_specs=quality.check_specs(["ods", t.name], rules, partitions_def),
-        metadata={"dagster/table_name": f"ods.{t.name}", "merge_key": ", ".join(t.key_columns())},
+        check_specs=quality.check_specs(["ods", name], rules, partitions_def),
+        metadata={"dagster/table_name": f"ods.{name}", "merge_key": ", ".join(ods_table.key_columns())},
     )
     def _merge(context):
-        spark_resource = context.resources.spark
-
-        def compute(key: str, run):
-            from sharp_dagster.cdc.done_markers import day_complete, hours_done
-            from sharp_dagster.cdc.merge import merge_day, published
-            from sharp_dagster.cdc.merge_range import state_on
-
-            spark, store = spark_resource.session(), run.tables
-            with run.step("checkdone", source_type="done_markers") as rec:
-                if not day_complete(store.warehouse_dir, t.database, key, spark=spark):
-                    done = hours_done(store.warehouse_dir, t.database, key, spark=spark)
-                    raise Failure(
-                        description=f"{job_name} [{key}]: the binlog of {key} has not fully landed: "
-                        f"{len(done)} of 24 hourly done markers ({', '.join(done) or 'none'}); not merged"
-                    )
-                rec.source_count = 24
-            with run.step("read", source_type="iceberg") as rec:
-                # A batch's days are read and merged in one plan at its first day when they can be (`ods_range`).
-                ranged = merged_range(run, t, state_ref(t.name))
-                if ranged is not None:
-                    versions, counts = ranged
-                    rec.source_count = run.source_count = counts[key]
-                    if key == run.batch.keys[0]:
-                        rec.info(f"merged the {len(counts)} days {key}..{run.batch.keys[-1]} in one plan")
-                else:
-                    base, changes, events = read_day(run, store, key)
-                    rec.source_count = run.source_count
-            with run.step("transform", source_type="spark"):
-                if ranged is not None:
-                    state = state_on(versions, key)  # a filter of the batch's checkpointed versions
-                else:
-                    state = merge_day(
-                        base, changes, t.key_columns(), shard_column=t.shard_column, events=events
-                    )
-            # The state (with tombstones) is staged beside the table and published with it, after the rules.
-            return published(
-                run.stage_beside(
-                    state_ref(t.name), {"dt": key}, state, step_id="state", checkpointed=ranged is not None
-                )
-            )
-
-        def read_day(run, store, key: str):
-            """The previous day's state and the day's changes and events; sets the run's source count."""
-            from sharp_dagster.cdc.landing import raw_table_ref
-
-            previous = (date.fromisoformat(key) - timedelta(days=1)).isoformat()
-            # In a range batch the previous day's state may be this run's, not published yet.
-            base = run.staged_beside(state_ref(t.name), {"dt": previous})
-            if base is None:
-                try:
-                    base = store.read_partitions(
-                        state_ref(t.name), [{"dt": previous}], needed_by=f"{job_name}[{key}]"
-                    ).drop("dt")
-                except MissingPartitionError as exc:
-                    hint = " (the bootstrap snapshot)" if previous == bootstrap_day(t.start) else ""
-                    raise Failure(
-                        description=f"{job_name} [{key}]: no state of {previous}{hint}: {exc}"
-                    ) from exc
-            raw = raw_table_ref(t.database)
-            if not store.exists(raw):
-                raise Failure(
-                    description=f"{job_name} [{key}]: the raw binlog table {raw.qualified} is empty"
-                )
-            changes, run.source_count, events = day_changes(store, raw, t, key)
-            return base, changes, events
-
         # A single-run backfill of several days goes as one batch: each day's state chained in memory, the states
-        # and the published rows each in one write, one audit pass, one commit per table (`lifecycle_range.py`).
-        yield from materialize_partitions(
-            context, TableRef("ods", t.name, ("dt",)), "daily", log_asset, compute, rules, grains, batch=True
-        )
+        # and the published rows each in one write, one audit pass, one commit per table (`publish/range.py`).
+        compute = OdsMerge(ods_table, context.resources.spark)
+        publish = AssetPublish(TableRef("ods", name, ("dt",)), "daily", log_asset, compute, rules, grains)
+        yield from materialize_partitions(context, publish, batch=True)
 
     return _merge
 
 
-def day_changes(store, raw: TableRef, t: OdsTable, day: str) -> tuple[DataFrame, int, DayEvents]:
-    """The day's changes of `t`, checkpointed, how many, and its table-level events (truncates, DDL; counted and
-    collected in one scan): the landing's typed images (the merge parses no JSON) when they hold every change of
-    the day the raw binlog table holds, each value of its type; else the raw binlog rows (typed by the merge, by
-    the state's columns)."""
-    from sharp_dagster.cdc.image_tables import read_typed_images
-    from sharp_dagster.cdc.merge import TABLE_EVENTS_AGGREGATE, day_events
+class OdsMerge:
+    """The compute of an ODS table's day (`Compute`): `checkdone`, `read` (the previous state and the day's changes,
+    or the batch's days folded at once), `transform` (`merge_day`); the state is staged beside the table."""
 
-    spark = store.spark
-    raw_rows = spark.table(store.name(raw)).where(f"table_name = '{t.name}' AND dt = '{day}'")
-    typed = read_typed_images(store, t.database, t.name, day)
-    if typed is not None:
-        typed = checkpoint(typed)
-        typed_count, misfits, events = typed.selectExpr(
-            "count(*)", "count_if(cast_errors IS NOT NULL)", TABLE_EVENTS_AGGREGATE
-        ).first()
-        raw_count = raw_counts_by_day(store, raw, t.name, [day])[day]
-        if typed_count == raw_count and not misfits:
-            return typed, typed_count, day_events(events)
-        # Images the landing could not type by its images table's types (a value that does not fit) are merged
-        # from their JSON, typed by the state's own columns; a value that fits those neither stops the merge.
-        log.warning(
-            "ods/%s [%s]: %d typed image rows (%d with values not of their type) for %d raw binlog rows: "
-            "merging the raw rows",
-            t.name,
-            day,
-            typed_count,
-            misfits,
-            raw_count,
+    def __init__(self, ods_table: OdsTable, spark_resource) -> None:
+        self.table = ods_table
+        self.job_name = ods_table.asset_key_str
+        self.spark_resource = spark_resource
+
+    def __call__(self, key: str, run: PartitionRun) -> DataFrame:
+        table, store = self.table, run.tables
+        self._check_done(key, run)
+        with run.step("read", source_type="iceberg") as rec:
+            # A batch's days are read and merged in one plan at its first day when they can be (`range_fold`).
+            ranged = run.batch_shared(("fold_range", table.name), lambda days: self._fold_days(store, days))
+            if ranged is not None:
+                versions, counts = ranged
+                rec.source_count = run.source_count = counts[key]
+                days = list(counts)
+                if key == days[0]:
+                    rec.info(f"merged the {len(days)} days {days[0]}..{days[-1]} in one plan")
+            else:
+                base, changes, events = self._read_day(run, store, key)
+                rec.source_count = run.source_count
+        with run.step("transform", source_type="spark"):
+            if ranged is not None:
+                state = state_on(versions, key)  # a filter of the batch's checkpointed versions
+            else:
+                state = merge_day(
+                    base, changes, table.key_columns(), shard_column=table.shard_column, events=events
+                )
+        # The state (with tombstones) is staged beside the table and published with it, after the rules.
+        return published(
+            run.stage_beside(
+                state_ref(table.name), {"dt": key}, state, step_id="state", checkpointed=ranged is not None
+            )
         )
-    raw_rows = checkpoint(raw_rows)
-    raw_count, events = raw_rows.selectExpr("count(*)", TABLE_EVENTS_AGGREGATE).first()
-    return raw_rows, raw_count, day_events(events)
+
+    def _check_done(self, key: str, run: PartitionRun) -> None:
+        """The `checkdone` step: all 24 hourly done markers of the day, else the run fails before reading."""
+        # Here, not at the top: the done markers read the landing's layout, which loads the Kafka client; the code
+        # location loads without it (its start-up time).
+        from sharp_dagster.cdc.done_markers import day_complete, hours_done
+
+        spark, warehouse_dir, database = (
+            self.spark_resource.session(),
+            run.tables.warehouse_dir,
+            self.table.database,
+        )
+        with run.step("checkdone", source_type="done_markers") as rec:
+            if not day_complete(warehouse_dir, database, key, spark=spark):
+                done = hours_done(warehouse_dir, database, key, spark=spark)
+                raise Failure(
+                    description=f"{self.job_name} [{key}]: the binlog of {key} has not fully landed: "
+                    f"{len(done)} of 24 hourly done markers ({', '.join(done) or 'none'}); not merged"
+                )
+            rec.source_count = 24
+
+    def _fold_days(self, store: IcebergTables, days: list[str]):
+        from sharp_dagster.cdc.landing import raw_table_ref  # the Kafka client: only a run loads it
+
+        table = self.table
+        raw, state = raw_table_ref(table.database), state_ref(table.name)
+        return fold_range(
+            store, raw, state, table.database, table.name, table.key_columns(), table.shard_column, days
+        )
+
+    def _read_day(self, run: PartitionRun, store: IcebergTables, key: str):
+        """The previous day's state and the day's changes and events; sets the run's source count."""
+        from sharp_dagster.cdc.landing import raw_table_ref  # the Kafka client: only a run loads it
+
+        table, job_name = self.table, self.job_name
+        previous = (date.fromisoformat(key) - timedelta(days=1)).isoformat()
+        # In a range batch the previous day's state may be this run's, not published yet.
+        base = run.staged_beside(state_ref(table.name), {"dt": previous})
+        if base is None:
+            try:
+                base = store.read_partitions(
+                    state_ref(table.name), [{"dt": previous}], needed_by=f"{job_name}[{key}]"
+                ).drop("dt")
+            except MissingPartitionError as exc:
+                hint = " (the bootstrap snapshot)" if previous == bootstrap_day(table.start) else ""
+                raise Failure(description=f"{job_name} [{key}]: no state of {previous}{hint}: {exc}") from exc
+        raw = raw_table_ref(table.database)
+        if not store.exists(raw):
+            raise Failure(description=f"{job_name} [{key}]: the raw binlog table {raw.qualified} is empty")
+        changes, run.source_count, events = day_changes(store, raw, table.database, table.name, key)
+        return base, changes, events
 
 
 def state_columns(store, tables) -> dict[str, list[tuple[str, str]]]:
     """The data columns (name, Spark type) of each table's ODS state, where it exists: what the landing types
     the table's row images by (`land(image_columns=)`)."""
-    from sharp_dagster.cdc.merge import STATE_COLUMNS
-    from sharp_dagster.warehouse.cdc_layout import SHARD_COLUMN
-
     out: dict[str, list[tuple[str, str]]] = {}
     for table in tables:
         ref = state_ref(table.name)
@@ -396,12 +391,12 @@ def state_columns(store, tables) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
-def bootstrap_state(store, t: OdsTable, snapshot_df, snapshot_seq: int | None, start: str = START) -> int:
+def bootstrap_state(
+    store, ods_table: OdsTable, snapshot_df, snapshot_seq: int | None, start: str = START
+) -> int:
     """Write the first state of an ODS table (a snapshot stamped with the binlog position read before it) as the
     state partition of the day before `start`. Returns the rows written."""
-    from sharp_dagster.cdc.merge import initial_state
-
     staged = store.write_partition(
-        state_ref(t.name), {"dt": bootstrap_day(start)}, initial_state(snapshot_df, snapshot_seq)
+        state_ref(ods_table.name), {"dt": bootstrap_day(start)}, initial_state(snapshot_df, snapshot_seq)
     )
     return staged.row_count

@@ -47,7 +47,7 @@ def column_lineage(lineage: ScriptLineage, target: str) -> TableColumnLineage | 
 
 
 def governance_check(asset_key: list[str], violations: list[Violation]):
-    """A non-blocking WARN check on an asset that breaks the layer or naming rules (seed 004)."""
+    """A non-blocking WARN check on an asset that breaks the layer or naming rules (`lineage/governance.py`)."""
     message = "; ".join(v.message for v in violations)
 
     @asset_check(

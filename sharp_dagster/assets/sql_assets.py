@@ -5,7 +5,7 @@ dependency, a table that is not becomes an external source asset. Upstream parti
 manager before the run starts: the run lifecycle first claims the period and passes the upstream gate (every
 upstream period it reads SUCCESS in the job log), then its `read` step reads them (a missing one fails, named).
 The asset runs its SQL for one partition, variables substituted from the partition window; the rows go through the
-one publish lifecycle (`sharp_dagster.lifecycle`): staged, audited, fenced, published.
+one publish lifecycle (`sharp_dagster.publish`): staged, audited, fenced, published.
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from dagster import (
 
 from sharp_dagster.assets import lineage_runtime, quality
 from sharp_dagster.joblog.planner import LogDrivenAsset
-from sharp_dagster.lifecycle import PartitionRun, materialize_partitions
 from sharp_dagster.naming import parts
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.periods import keys_in_window, partition_values, period_of_key
+from sharp_dagster.publish.materialize import materialize_partitions
+from sharp_dagster.publish.run import AssetPublish, PartitionRun
 from sharp_dagster.redact import scrub_text
 from sharp_dagster.resources.io_manager import table_ref_for
 from sharp_dagster.warehouse.catalog import SqlTable, WarehouseCatalog
@@ -111,9 +112,8 @@ def build_sql_asset(
             return df
 
         target = table_ref_for(table.asset_key_path, table.grain)
-        yield from materialize_partitions(
-            context, target, table.grain, log_asset, compute, rules, grains, batch=True
-        )
+        publish = AssetPublish(target, table.grain, log_asset, compute, rules, grains)
+        yield from materialize_partitions(context, publish, batch=True)
         yield from runtime_check.results(context.asset_key)
 
     return _sql_asset

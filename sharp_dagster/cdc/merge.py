@@ -4,7 +4,8 @@ The day's changes come either typed (`images.typed_images`: the landing wrote ea
 structs, so the merge parses no JSON) or raw (the raw binlog table's JSON images, typed here by the same function).
 The state is the table's data columns plus `_binlog_seq` (the binlog position of the change that last touched the
 row) and `_is_deleted` (deleted keys stay as tombstones, so that a replayed older event cannot bring them back); the
-ODS table publishes the live rows (`published`). Everything that decides the result lives in this module and in
+ODS table publishes the live rows (`published`). Everything that decides the result lives in this module, in
+`merge_plan` (the merge's shape, `MergePlan`), `merge_actions` (one row per key and event, what it sets) and
 `merge_result` (how a key's state row and its folded day combine into its new row):
 
 - Changes are ordered by binlog position (`binlog_seq`), never by timestamp or Kafka offset; ties (which one binlog
@@ -26,7 +27,7 @@ to the state, so it is broadcast and the state streams through a broadcast hash 
 keys new to the state are the delta minus the state's keys (a key-only scan of the state, semi-joined against the broadcast delta keys).
 `strategy="shuffle"` (or "auto" with a delta above `broadcast_max_rows`) full-outer-joins instead.
 The plan's Columns (the projections of the fold, its aggregates, the join condition, the result row) depend only on
-the plan's shape (`_Plan`: columns, key, shard, defaults, truncates) and the images' fields, and are built once per
+the plan's shape (`merge_plan.MergePlan`: columns, key, shard, defaults, truncates) and the images' fields, and are built once per
 shape (`spark.column_cache`): building a Column is a JVM round trip per call, about 2,000 per merge before.
 
 A key column named `source_table` (`shards.PHYSICAL_TABLE_COLUMN`) always takes the change's physical table, with
@@ -46,15 +47,14 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from sharp_dagster.cdc import images
-from sharp_dagster.cdc.binlog_schema import FILE_FACTOR, POS_FACTOR
+from sharp_dagster.cdc.merge_actions import actions
+from sharp_dagster.cdc.merge_plan import MergePlan, default_value, delta_key_names
 from sharp_dagster.cdc.merge_result import DELETED_COLUMN, SEQ_COLUMN, SEQ_TYPE, STATE_COLUMNS
 from sharp_dagster.cdc.merge_result import finalize as _finalize
 from sharp_dagster.cdc.schema_evolution import evolve_columns, parse_added_columns
 from sharp_dagster.cdc.shards import PHYSICAL_TABLE_COLUMN
 from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.column_cache import columns_per_jvm
-
-ROW_OPS = images.ROW_OPS
 
 Strategy = Literal["auto", "broadcast", "shuffle"]
 # Keys of a day's delta above which "auto" stops broadcasting it: the driver builds the hash table of the folded
@@ -150,7 +150,7 @@ def latest_changes(
     It is the merge of the day into an empty state: columns that no change of the day carried are null, and a
     truncate only shows on the keys of the day.
     """
-    plan = _plan(None, changes, key_columns, columns, shard_column, events)
+    plan = build_plan(None, changes, key_columns, columns, shard_column, events)
     delta = _delta(changes, plan)
     return delta.select(*_finalize(plan, False, True))
 
@@ -184,11 +184,11 @@ def merge_day(
     """
     if strategy not in ("auto", "broadcast", "shuffle"):
         raise ValueError(f"unknown merge strategy {strategy!r}: use 'auto', 'broadcast' or 'shuffle'")
-    plan = _plan(base, changes, key_columns, columns, shard_column, events)
+    plan = build_plan(base, changes, key_columns, columns, shard_column, events)
     delta = _delta(changes, plan)
     if base is None:
         return delta.select(*_finalize(plan, False, True))
-    state = _conform_base(base, plan)
+    state = conform_base(base, plan)
     if strategy != "shuffle":
         # Materialized once: the broadcast plan reads it three times (state rows, state keys, new keys).
         delta = checkpoint(delta)
@@ -196,16 +196,16 @@ def merge_day(
         if strategy == "auto" and keys > broadcast_max_rows:
             strategy = "shuffle"
     if strategy == "shuffle":
-        joined = state.join(delta, _key_condition(plan), "full_outer")
+        joined = state.join(delta, key_condition(plan), "full_outer")
         return joined.select(*_finalize(plan, True, None))
     # A plain equi-join on a single long key probes a much faster hash table than a null-safe one; it is the
     # same join when the day has no null key (state rows with a null key then match nothing either way).
     null_safe = has_null_key
-    kept = state.join(F.broadcast(delta), _key_condition(plan, null_safe), "left")
+    kept = state.join(F.broadcast(delta), key_condition(plan, null_safe), "left")
     state_keys = state.select(*[F.col(f"`{k}`") for k in plan.keys])
-    delta_keys = delta.select(*_delta_key_names(plan))
-    matched = state_keys.join(F.broadcast(delta_keys), _key_condition(plan, null_safe), "left_semi")
-    new = delta.join(F.broadcast(matched), _key_condition(plan, null_safe), "left_anti")
+    delta_keys = delta.select(*delta_key_names(plan))
+    matched = state_keys.join(F.broadcast(delta_keys), key_condition(plan, null_safe), "left_semi")
+    new = delta.join(F.broadcast(matched), key_condition(plan, null_safe), "left_anti")
     return kept.select(*_finalize(plan, True, False)).unionByName(new.select(*_finalize(plan, False, True)))
 
 
@@ -213,52 +213,14 @@ def merge_day(
 # internals
 
 
-@dataclass(frozen=True, eq=False)
-class _Plan:
-    columns: list[tuple[str, str]]  # the result's data columns and Spark types
-    defaults: dict[str, str]  # column -> Spark SQL literal for rows that never carried it
-    keys: list[str]
-    shard: str | None
-    truncates: dict[str | None, int]
-
-    def _identity(self) -> tuple:
-        return (
-            tuple(self.columns),
-            tuple(sorted(self.defaults.items())),
-            tuple(self.keys),
-            self.shard,
-            tuple(sorted(self.truncates.items(), key=lambda item: (item[0] is not None, item[0] or ""))),
-        )
-
-    # Plans that decide the same Columns are equal: the column builders are memoized by plan.
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Plan) and self._identity() == other._identity()
-
-    def __hash__(self) -> int:
-        return hash(self._identity())
-
-    def type_of(self, name: str) -> str:
-        return next(t for c, t in self.columns if c.lower() == name.lower())
-
-    @property
-    def shard_in_key(self) -> bool:
-        return self.shard is not None and self.shard.lower() in {k.lower() for k in self.keys}
-
-    @property
-    def values(self) -> list[tuple[str, str]]:
-        """The data columns folded from the images: all but the key and the shard column."""
-        skip = {k.lower() for k in self.keys} | ({self.shard.lower()} if self.shard else set())
-        return [(c, t) for c, t in self.columns if c.lower() not in skip]
-
-
-def _plan(
+def build_plan(
     base: DataFrame | None,
     changes: DataFrame,
     key_columns: Sequence[str],
     columns: Sequence[tuple[str, str]] | None,
     shard_column: str | None,
     events: DayEvents | None,
-) -> _Plan:
+) -> MergePlan:
     typed = images.is_typed(changes)
     missing = sorted((_TYPED_CHANGE_COLUMNS if typed else _RAW_CHANGE_COLUMNS) - set(changes.columns))
     if missing:
@@ -306,7 +268,7 @@ def _plan(
     if not shard_column and truncates:
         # Not sharded: a truncate of the (one) physical table truncates the whole logical table.
         truncates = {None: max(truncates.values())}
-    return _Plan(target, defaults, list(key_columns), shard_column, truncates)
+    return MergePlan(target, defaults, list(key_columns), shard_column, truncates)
 
 
 def _physical_table_column(key_columns: Sequence[str], shard_column: str | None) -> str | None:
@@ -339,12 +301,12 @@ def _day_columns(changes: DataFrame, events: DayEvents, typed: bool) -> list[tup
     return [(c, t) for c, t in found if c.lower() not in added]
 
 
-def _conform_base(base: DataFrame, plan: _Plan) -> DataFrame:
+def conform_base(base: DataFrame, plan: MergePlan) -> DataFrame:
     return base.select(*_conform_columns(plan, tuple(base.columns)))
 
 
 @columns_per_jvm
-def _conform_columns(plan: _Plan, base_columns: tuple[str, ...]) -> list[Column]:
+def _conform_columns(plan: MergePlan, base_columns: tuple[str, ...]) -> list[Column]:
     """The base's columns as the plan's: cast to their types, with defaults for the columns it lacks."""
     present = {c.lower(): c for c in base_columns}
     cols = []
@@ -352,215 +314,26 @@ def _conform_columns(plan: _Plan, base_columns: tuple[str, ...]) -> list[Column]
         if name.lower() in present:
             cols.append(F.col(f"`{present[name.lower()]}`").cast(typ).alias(name))
         else:
-            cols.append(_default(plan, name, typ).alias(name))
+            cols.append(default_value(plan, name, typ).alias(name))
     deleted = (
         F.coalesce(F.col(DELETED_COLUMN), F.lit(False)) if DELETED_COLUMN in base_columns else F.lit(False)
     )
     return [*cols, F.col(SEQ_COLUMN).cast(SEQ_TYPE).alias(SEQ_COLUMN), deleted.alias(DELETED_COLUMN)]
 
 
-def _default(plan: _Plan, name: str, typ: str) -> Column:
-    literal = plan.defaults.get(name)
-    return (F.expr(literal) if literal is not None else F.lit(None)).cast(typ)
-
-
-def _delta_key_names(plan: _Plan) -> list[str]:
-    return [f"__k{i}" for i in range(len(plan.keys))]
-
-
-def _actions(changes: DataFrame, plan: _Plan, carry: tuple[str, ...] = ()) -> DataFrame:
-    """One row per (key, event): updates that change the key also tombstone the old key.
-
-    The images are typed (`images.typed_images`, as the landing writes them); raw JSON changes are typed here
-    first, by the plan's columns. The projections come from `_action_steps`, built once per plan and image shape.
-    `carry`: columns of `changes` kept on every action (a range merge's day).
-    """
-    if not images.is_typed(changes):
-        changes = images.typed_images(changes.where(F.col("op").isin(*ROW_OPS)), plan.columns)
-    row_filter, projections = _action_steps(plan, tuple(images.image_fields(changes)), carry)
-    frame = changes.where(row_filter)
-    for columns in projections:
-        frame = frame.select(*columns)
-    return frame
-
-
-@columns_per_jvm
-def _action_steps(
-    plan: _Plan, image_fields: tuple[tuple[str, str], ...], carry: tuple[str, ...]
-) -> tuple[Column, tuple[list[Column | str], ...]]:
-    """The row filter and the projections of `_actions`, in order.
-
-    A null field is either a JSON null or a column the image does not carry; only when that matters (a partial
-    update, a default) is the image's column list consulted. Each step stays a small projection, so that the
-    generated code of a stage stays under the JVM's size limit for JIT compilation (8000 bytes).
-    """
-    op = F.col("op")
-    fields = {name.lower(): name for name, _ in image_fields}
-
-    def image_value(image: str, name: str) -> Column:
-        field = fields.get(name.lower())
-        return F.col(image)[field] if field is not None else F.lit(None)
-
-    value_names = [name for name, _ in plan.values]
-    seq = F.col("binlog_seq").cast(SEQ_TYPE)
-    parts_known = (
-        F.col("binlog_file_seq").isNotNull() & F.col("binlog_pos").isNotNull() & F.col("row_idx").isNotNull()
-    )
-    refused = F.concat(
-        F.lit("binlog event "),
-        F.coalesce(F.col("event_uid"), F.lit("?")),
-        F.lit(" of "),
-        F.coalesce(F.col("source_table"), F.lit("?")),
-        F.lit(": values not of their column's type in "),
-        F.array_join("cast_errors", ", "),
-        F.lit(" (its JSON is in the raw binlog table)"),
-    )
-    parsed: list[Column | str] = [
-        op,
-        # A value the landing could not type stops the merge here, naming the event, instead of becoming null.
-        F.when(F.col("cast_errors").isNotNull(), F.raise_error(refused).cast(SEQ_TYPE))
-        .otherwise(seq)
-        .alias("seq"),
-        # Ordering compares two longs, (file, position * 10^6 + row), instead of a 38-digit decimal: the parts
-        # binlog_seq packs (binlog_schema.binlog_seq), or binlog_seq itself split when a part is missing.
-        F.when(parts_known, F.col("binlog_file_seq"))
-        .otherwise(F.expr(f"binlog_seq div {FILE_FACTOR}"))
-        .alias("hi"),
-        F.when(parts_known, F.col("binlog_pos") * POS_FACTOR + F.col("row_idx"))
-        .otherwise((seq % F.lit(Decimal(FILE_FACTOR)).cast(SEQ_TYPE)).cast("bigint"))
-        .alias("lo"),
-        # Ties only break on it: a 64-bit hash of the event's identity keeps the shuffled rows small.
-        F.xxhash64("event_uid").alias("uid"),
-        F.col("source_table").alias("src"),
-        "after",
-        "before",
-        "after_cols",
-        "before_cols",
-        *carry,
-    ]
-
-    new_key, old_key = [], []
-    for name in plan.keys:
-        if plan.shard and name.lower() == plan.shard.lower():
-            new_key += [F.col("src")]
-            old_key += [F.col("src")]
-            continue
-        typ = plan.type_of(name)
-        # The before image names the key of updates and deletes (an insert has none).
-        after_v, before_v = image_value("after", name), image_value("before", name)
-        new_key.append(F.coalesce(after_v, before_v).cast(typ))
-        old_key.append(F.coalesce(before_v, after_v).cast(typ))
-    event_names = ["op", "seq", "hi", "lo", "uid", "src", "before", "before_cols"]
-    key_names = [f"nk{i}" for i in range(len(plan.keys))] + [f"ok{i}" for i in range(len(plan.keys))]
-    fields_of_event: list[Column | str] = [
-        *carry,
-        *event_names,
-        "after_cols",
-        *[image_value("after", name).alias(f"a{j}") for j, name in enumerate(value_names)],
-        *[k.alias(f"nk{i}") for i, k in enumerate(new_key)],
-        *[k.alias(f"ok{i}") for i, k in enumerate(old_key)],
-    ]
-    same_key = F.lit(True)
-    for i in range(len(plan.keys)):
-        same_key = same_key & F.col(f"nk{i}").eqNullSafe(F.col(f"ok{i}"))
-    key_changed = (op == "u") & ~same_key
-    any_null = F.lit(False)
-    for j in range(len(value_names)):
-        any_null = any_null | F.col(f"a{j}").isNull()
-    # Which columns the after image carries: consulted only when a field is null and presence matters.
-    listing_needed = (op == "u") | (op.isin("c", "r") & F.lit(bool(plan.defaults)))
-    after_keys = F.when(listing_needed & any_null, F.col("after_cols"))
-    staged: list[Column | str] = [
-        *carry,
-        *event_names,
-        *[f"a{j}" for j in range(len(value_names))],
-        *key_names,
-        key_changed.alias("kc"),
-        after_keys.alias("after_keys"),
-    ]
-
-    def carried_after(j: int, name: str) -> Column:
-        return F.col(f"a{j}").isNotNull() | F.coalesce(F.array_contains("after_keys", name), F.lit(False))
-
-    def before_value(name: str, typ: str) -> Column:
-        # Only for key-changing updates (rare): the new row takes the columns the after image lacks from the
-        # before image, else the column default.
-        listed = F.coalesce(F.array_contains("before_cols", name), F.lit(False))
-        return F.when(listed, image_value("before", name).cast(typ)).otherwise(_default(plan, name, typ))
-
-    kc, tomb_keys = F.col("kc"), [f"ok{i}" for i in range(len(plan.keys))]
-    main = [
-        F.when(op == "d", F.col(f"ok{i}")).otherwise(F.col(f"nk{i}")).alias(f"k{i}")
-        for i in range(len(plan.keys))
-    ]
-    for j, (name, typ) in enumerate(plan.values):
-        carried = carried_after(j, name)
-        as_type = F.col(f"a{j}").cast(typ)
-        value = (
-            F.when(op == "d", F.lit(None).cast(typ))
-            .when(carried, as_type)
-            # Not carried: a full image means the column default; a partial update leaves it alone (p = false).
-            .when(op != "u", _default(plan, name, typ))
-            .when(kc, before_value(name, typ))
-        )
-        main += [value.alias(f"v{j}"), ((op == "u") & ~kc & carried).alias(f"p{j}")]
-    values: list[Column | str] = [
-        *carry,
-        *tomb_keys,
-        "seq",
-        "hi",
-        "lo",
-        "uid",
-        "src",
-        ((op != "u") | kc).alias("reset"),
-        (op == "d").alias("del"),
-        kc,
-        *main,
-    ]
-    # A key-changing update also tombstones its old key: a second row.
-    copies: list[Column | str] = [
-        "*",
-        F.explode(F.when(kc, F.array(F.lit(0), F.lit(1))).otherwise(F.array(F.lit(0)))).alias("copy"),
-    ]
-    tomb = F.col("copy") == 1
-    actions: list[Column | str] = [
-        *carry,
-        *[
-            F.when(tomb, F.col(f"ok{i}")).otherwise(F.col(f"k{i}")).alias(f"__k{i}")
-            for i in range(len(plan.keys))
-        ],
-        "seq",
-        "hi",
-        "lo",
-        "uid",
-        "src",
-        (tomb | F.col("del")).alias("del"),
-        *[
-            c
-            for j, (_, typ) in enumerate(plan.values)
-            for c in (
-                F.when(tomb, F.lit(None).cast(typ)).otherwise(F.col(f"v{j}")).alias(f"v{j}"),
-                # Whether the event sets the column: a full image sets every column, a partial one those it carries.
-                (tomb | F.col("reset") | F.col(f"p{j}")).alias(f"w{j}"),
-            )
-        ],
-    ]
-    return op.isin(*ROW_OPS), (parsed, fields_of_event, staged, values, copies, actions)
-
-
-def _delta(changes: DataFrame, plan: _Plan) -> DataFrame:
+def _delta(changes: DataFrame, plan: MergePlan) -> DataFrame:
     """Fold the day per key: its latest event, and for each column the latest event that set it.
 
     A full image sets every column and a partial update the columns it carries, so the latest setter of a column
     holds its value after the day. One shuffle by key; partitioning by key before grouping lets one sort serve both
     the partial and the final (sort-based: the buffers hold strings) aggregation.
     """
-    keys = _delta_key_names(plan)
-    return _actions(changes, plan).repartition(*keys).groupBy(*keys).agg(*_fold_columns(plan))
+    keys = delta_key_names(plan)
+    return actions(changes, plan).repartition(*keys).groupBy(*keys).agg(*fold_columns(plan))
 
 
 @columns_per_jvm
-def _fold_columns(plan: _Plan) -> list[Column]:
+def fold_columns(plan: MergePlan) -> list[Column]:
     """The aggregates of `_delta`: the key's latest event, and each column's latest setter (value, position)."""
     order = F.struct("hi", "lo", "uid")
     last = [F.col("seq").alias("seq"), F.col("del").alias("del")]
@@ -574,7 +347,7 @@ def _fold_columns(plan: _Plan) -> list[Column]:
 
 
 @columns_per_jvm
-def _key_condition(plan: _Plan, null_safe: bool = True) -> Column:
+def key_condition(plan: MergePlan, null_safe: bool = True) -> Column:
     """The join of a state-side frame (its key columns by name) with a delta-side one (`__k0`, `__k1`, ...)."""
     condition = None
     for i, name in enumerate(plan.keys):
@@ -585,16 +358,16 @@ def _key_condition(plan: _Plan, null_safe: bool = True) -> Column:
     return condition
 
 
-def _delta_stats(delta: DataFrame, plan: _Plan) -> tuple[int, bool]:
+def _delta_stats(delta: DataFrame, plan: MergePlan) -> tuple[int, bool]:
     """The number of keys in the delta and whether one of them holds a null."""
     row = delta.agg(*_stats_columns(plan)).first()
     return int(row["n"]), bool(row["null_key"])
 
 
 @columns_per_jvm
-def _stats_columns(plan: _Plan) -> list[Column]:
+def _stats_columns(plan: MergePlan) -> list[Column]:
     any_null = None
-    for name in _delta_key_names(plan):
+    for name in delta_key_names(plan):
         term = F.col(name).isNull()
         any_null = term if any_null is None else any_null | term
     return [F.count(F.lit(1)).alias("n"), F.max(any_null).alias("null_key")]

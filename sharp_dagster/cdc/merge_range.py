@@ -8,7 +8,7 @@ day, and joined once with the state before the range. The result is exactly the 
 - Day d's merge ignores a change at or before the key's state position, which is the state's before the range
   or the latest change of an earlier day. So a change is dropped first when its position is not above every
   change of the key's earlier days (a window over the key's actions, by day); the rest fold per key and day
-  with `merge_day`'s own fold (`merge._fold_columns`).
+  with `merge_day`'s own fold (`merge.fold_columns`).
 - After that, every kept change of a later day is newer than every kept change of an earlier one. The key's
   fold up to day d is then its latest day's latest event, and for each column the setter of the latest day that
   set it (`last(..., ignorenulls)` over the days so far). Its row after day d is `merge_result.finalize` of the
@@ -27,15 +27,9 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from sharp_dagster.cdc.merge import (
-    DayEvents,
-    _actions,
-    _conform_base,
-    _delta_key_names,
-    _fold_columns,
-    _key_condition,
-    _plan,
-)
+from sharp_dagster.cdc.merge import DayEvents, build_plan, conform_base, fold_columns, key_condition
+from sharp_dagster.cdc.merge_actions import actions
+from sharp_dagster.cdc.merge_plan import delta_key_names
 from sharp_dagster.cdc.merge_result import DELETED_COLUMN, SEQ_COLUMN
 from sharp_dagster.cdc.merge_result import finalize as _finalize
 
@@ -68,19 +62,21 @@ def merge_range(
         )
     if day_column not in changes.columns:
         raise ValueError(f"changes lack the day column {day_column!r}")
-    plan = _plan(base, changes, key_columns, None, shard_column, events)
-    keys = _delta_key_names(plan)
+    plan = build_plan(base, changes, key_columns, None, shard_column, events)
+    keys = delta_key_names(plan)
     by_key = Window.partitionBy(*keys)
     in_order = by_key.orderBy("__day")
     earlier = in_order.rangeBetween(Window.unboundedPreceding, -1)
     so_far = in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
 
-    actions = _actions(changes, plan, (day_column,)).withColumn("__day", F.unix_date(F.to_date(day_column)))
+    events_by_key = actions(changes, plan, (day_column,)).withColumn(
+        "__day", F.unix_date(F.to_date(day_column))
+    )
     prior = F.max("seq").over(earlier)
-    kept = actions.withColumn("__prior", prior).where(
+    kept = events_by_key.withColumn("__prior", prior).where(
         F.col("__prior").isNull() | (F.col("seq") > F.col("__prior"))
     )
-    daily = kept.groupBy(*keys, "__day", day_column).agg(*_fold_columns(plan))
+    daily = kept.groupBy(*keys, "__day", day_column).agg(*fold_columns(plan))
     setters = [name for name in daily.columns if name.startswith("__c")]
     cumulative = daily.select(
         *keys,
@@ -91,8 +87,8 @@ def merge_range(
         *[F.last(name, ignorenulls=True).over(so_far).alias(name) for name in setters],
     )
 
-    state = _conform_base(base, plan).withColumn("__in_base", F.lit(True))
-    joined = state.join(cumulative, _key_condition(plan), "full_outer")
+    state = conform_base(base, plan).withColumn("__in_base", F.lit(True))
+    joined = state.join(cumulative, key_condition(plan), "full_outer")
     changed = joined.where(F.col("__last").isNotNull()).select(*_finalize(plan, True, None), *VERSION_COLUMNS)
     names = [F.col(f"`{name}`") for name, _ in plan.columns]
     untouched = F.col("__last").isNull()

@@ -8,15 +8,12 @@ row) and `_is_deleted` (deleted keys stay as tombstones, so that a replayed olde
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from sharp_dagster.cdc.merge_plan import MergePlan
 from sharp_dagster.spark.column_cache import columns_per_jvm
-
-if TYPE_CHECKING:
-    from sharp_dagster.cdc.merge import _Plan
 
 SEQ_COLUMN = "_binlog_seq"
 DELETED_COLUMN = "_is_deleted"  # not `_deleted`: Iceberg reserves that name for a metadata column
@@ -25,7 +22,7 @@ STATE_COLUMNS = (SEQ_COLUMN, DELETED_COLUMN)
 
 
 @columns_per_jvm
-def finalize(plan: _Plan, has_base: bool, delta_keys: bool | None) -> list[Column]:
+def finalize(plan: MergePlan, has_base: bool, delta_keys: bool | None) -> list[Column]:
     """The result row from the state row (absent: `has_base` False, or all nulls after an outer join) and the key's
     delta. The state's columns are named by the plan's columns; the delta's (`__k*`, `__last`, `__c*`) differ.
 
@@ -99,7 +96,7 @@ def finalize(plan: _Plan, has_base: bool, delta_keys: bool | None) -> list[Colum
     return out
 
 
-def _truncate_seq(plan: _Plan, shard_value: Column | None) -> Column | None:
+def _truncate_seq(plan: MergePlan, shard_value: Column | None) -> Column | None:
     """The position of the latest truncate that covers the row, or None when the day truncated nothing."""
     if not plan.truncates:
         return None

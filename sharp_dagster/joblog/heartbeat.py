@@ -5,16 +5,21 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sharp_dagster.joblog.errors import ClaimLost
 from sharp_dagster.joblog.records import JobHandle
 from sharp_dagster.redact import scrub_text
 
-if TYPE_CHECKING:
-    from sharp_dagster.joblog.store import JobLog
-
 log = logging.getLogger(__name__)
+
+
+class Beats(Protocol):
+    """What the thread needs of the job log (`JobLog.heartbeat`): named here, not imported, as the job log's own
+    claims build this thread (an import of `JobLog` would close a circle)."""
+
+    def heartbeat(self, handle: JobHandle) -> None: ...
+
 
 DEFAULT_CLAIM_TIMEOUT_S = 120.0
 
@@ -60,7 +65,7 @@ def heartbeat_interval_s(timeout_s: float | None = None) -> float:
 class Heartbeat:
     """A daemon thread calling `JobLog.heartbeat` every `interval_s` until stopped or the claim is lost."""
 
-    def __init__(self, job_log: JobLog, handle: JobHandle, interval_s: float):
+    def __init__(self, job_log: Beats, handle: JobHandle, interval_s: float):
         self._job_log = job_log
         self._handle = handle
         self._interval = interval_s

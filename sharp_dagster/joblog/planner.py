@@ -123,15 +123,17 @@ def check_ordered(
     job_log: JobLog,
     job_name: str,
     spec: PeriodSpec,
-    partition_key: str,
+    partition: str | Period,
     held: Mapping[str, str] | None = None,
 ) -> None:
-    """Raise `OutOfOrder` when a partition earlier than `partition_key` is not done, naming the earliest one.
+    """Raise `OutOfOrder` when a partition earlier than `partition` (a key, or its period already built) is not
+    done, naming the earliest one.
 
     A range run that claims its periods oldest first passes `held` ({range_start: run_id} of the periods it
     claimed already): those may be RUNNING in that very run. Any other run's claim, and any failed or never-run
     period, still blocks."""
-    target = spec.period_for_key(partition_key)
+    target = partition if isinstance(partition, Period) else spec.period_for_key(partition)
+    partition_key = target.partition_key
     blocking = first_not_done(job_log, job_name, spec, target.start, held)
     if blocking is not None:
         raise OutOfOrder(

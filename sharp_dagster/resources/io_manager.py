@@ -1,6 +1,6 @@
 """The warehouse IO manager: it loads upstream partitions of warehouse tables as one Spark DataFrame; it never writes.
 
-Writing a partition belongs to the publish lifecycle (`sharp_dagster.lifecycle`: staged on an Iceberg branch,
+Writing a partition belongs to the publish lifecycle (`sharp_dagster.publish`: staged on an Iceberg branch,
 audited by the strong rules, fenced by the job log, published in one commit), which the log-driven assets run
 themselves and report with `MaterializeResult`. Input: the upstream partitions the partition mapping asks for; a
 partition that was never written fails the step naming it. The log-driven assets declare their upstreams as
@@ -37,7 +37,7 @@ class SparkTableIOManager(ConfigurableIOManager):
             return
         raise TypeError(
             f"{context.asset_key.to_user_string()}: the warehouse IO manager only loads; a warehouse table is "
-            f"published through sharp_dagster.lifecycle (staged, audited, fenced), not returned as {type(obj).__name__}"
+            f"published through sharp_dagster.publish (staged, audited, fenced), not returned as {type(obj).__name__}"
         )
 
     def load_input(self, context: InputContext) -> DataFrame:

@@ -91,35 +91,29 @@ def test_the_merge_of_the_typed_images_equals_the_merge_of_the_raw_rows(spark, t
     assert {r["id"]: r["amount"] for r in from_typed if not r["_is_deleted"]} == {4: Decimal("4.75")}
 
     # A batch's range with this day (its truncate) is merged day by day (`merge_range` folds none).
-    from types import SimpleNamespace
-
-    from sharp_dagster.assets.cdc_assets import day_changes
-    from sharp_dagster.assets.ods_range import range_changes
+    from sharp_dagster.cdc.change_source import day_changes, range_changes
     from sharp_dagster.cdc.landing import raw_table_ref
 
-    orders, raw = SimpleNamespace(name="orders", database="shop"), raw_table_ref("shop")
+    orders, raw = ("shop", "orders"), raw_table_ref("shop")
     table_store.append(raw, rows)
-    changes, _, events = day_changes(table_store, raw, orders, "2024-01-01")
+    changes, _, events = day_changes(table_store, raw, *orders, "2024-01-01")
     assert "after" in changes.columns and events.truncates, "the typed images hold the day, truncate included"
-    assert range_changes(table_store, raw, orders, ["2024-01-01", "2024-01-02"]) is None
+    assert range_changes(table_store, raw, *orders, ["2024-01-01", "2024-01-02"]) is None
 
 
 def test_the_merge_reads_the_raw_rows_when_the_images_are_incomplete_or_do_not_fit(spark, table_store):
-    from types import SimpleNamespace
-
-    from sharp_dagster.assets.cdc_assets import day_changes
-    from sharp_dagster.assets.ods_range import range_changes, raw_counts_by_day
+    from sharp_dagster.cdc.change_source import day_changes, range_changes, raw_counts_by_day
     from sharp_dagster.cdc.landing import raw_table_ref
     from sharp_dagster.cdc.merge import table_events
 
-    orders, raw = SimpleNamespace(name="orders", database="shop"), raw_table_ref("shop")
+    orders, raw = ("shop", "orders"), raw_table_ref("shop")
     hour10 = landed(spark, [change("c", 10, after={"id": 1, "amount": "1.25", "note": "a"})])
     table_store.append(raw, hour10)
     write_typed_images(table_store, "shop", hour10, ["orders"], KNOWN)
-    assert "after" in day_changes(table_store, raw, orders, "2024-01-01")[0].columns  # complete: typed
+    assert "after" in day_changes(table_store, raw, *orders, "2024-01-01")[0].columns  # complete: typed
     # A batch's range reads the same source, all days at once, and counts each day.
     days = ["2024-01-01", "2024-01-02"]
-    changes, counts = range_changes(table_store, raw, orders, days)
+    changes, counts = range_changes(table_store, raw, *orders, days)
     assert "after" in changes.columns and counts == {days[0]: 1, days[1]: 0}
     assert raw_counts_by_day(table_store, raw, "orders", days) == counts
 
@@ -129,14 +123,14 @@ def test_the_merge_reads_the_raw_rows_when_the_images_are_incomplete_or_do_not_f
     write_typed_images(table_store, "shop", hour11, ["orders"], KNOWN)
     typed = read_typed_images(table_store, "shop", "orders", "2024-01-01").where("after.id = 2").first()
     assert typed.cast_errors == ["amount"]
-    changes, rows, events = day_changes(table_store, raw, orders, "2024-01-01")
+    changes, rows, events = day_changes(table_store, raw, *orders, "2024-01-01")
     assert (
         "after_json" in changes.columns and changes.count() == rows == 2
     )  # the JSON, typed by the state's columns
     assert events == table_events(changes)  # collected in the counting scan
-    assert range_changes(table_store, raw, orders, days) is None, "a day off: the range goes day by day"
+    assert range_changes(table_store, raw, *orders, days) is None, "a day off: the range goes day by day"
 
     # Raw rows the images lack (a landing that wrote its raw rows, then died): the raw rows again.
     hour12 = landed(spark, [change("c", 30, after={"id": 3, "amount": "3", "note": "c"})], hour="12")
     table_store.append(raw, hour12)
-    assert "after_json" in day_changes(table_store, raw, orders, "2024-01-01")[0].columns
+    assert "after_json" in day_changes(table_store, raw, *orders, "2024-01-01")[0].columns

@@ -1,5 +1,7 @@
 """The floors of the house (docs/architecture.md): every module imports only from its own floor or the floors
-below, engines import no Dagster, and nothing but the command line's guarded hook names the demo."""
+below, no modules import each other in a circle, engines import no Dagster, nothing but the command line's guarded
+hook names the demo, and no file or function is too long to read (functions over 80 lines only on the commented
+allow-list below)."""
 
 from __future__ import annotations
 
@@ -26,17 +28,10 @@ FLOORS = {
     },
     1: {"joblog", "dqc", "cdc", "lineage", "spark", "alerts"},
     2: {"warehouse"},
-    3: {
-        "definitions",
-        "assets",
-        "sensors",
-        "resources",
-        "lifecycle",
-        "lifecycle_range",
-        "logdriven",
-        "partitions",
-    },
-    4: {"cli"},
+    3: {"logdriven", "partitions", "resources", "publish"},  # the Dagster glue the assets stand on
+    4: {"assets", "sensors"},  # declarations and thin compute functions
+    5: {"definitions"},
+    6: {"cli"},
 }
 FLOOR_OF = {part: floor for floor, parts in FLOORS.items() for part in parts}
 BESIDE = {"demo"}  # a user of the product: may import anything, imported by nothing
@@ -64,6 +59,35 @@ def _imports(path: Path) -> list[tuple[int, str]]:
                 base = ".".join([*parent, *([node.module] if node.module else [])])
             found.append((node.lineno, base))
     return found
+
+
+# Circles of modules that import each other (any import: at the top, inside a function, or for type checking only,
+# as a reader follows them), each with why it stays for now.
+CIRCLES_ALLOWED = {
+    # A template names its parameter specs, which name the Template type; dqc/ is being reworked by another change.
+    frozenset({"sharp_dagster.dqc.params", "sharp_dagster.dqc.templates"}),
+}
+
+MAX_FUNCTION_LINES = 80
+# Functions over MAX_FUNCTION_LINES, each with why it is not split yet. Nothing else may grow past the limit.
+LONG_FUNCTIONS_ALLOWED = {
+    # Being reworked by other changes at the time of writing (the landing, the message parser, the rules, the
+    # lineage plan reader): to be split after those land, not under their feet.
+    "sharp_dagster/assets/cdc_assets.py:build_landing_asset",
+    "sharp_dagster/cdc/landing.py:land",
+    "sharp_dagster/cdc/landing.py:_read",
+    "sharp_dagster/cdc/messages.py:_parse",
+    "sharp_dagster/dqc/rules.py:build_rule",
+    "sharp_dagster/lineage/spark_plan.py:plan",
+    # A migration is history: its table definitions stay as released, whatever their length.
+    "sharp_dagster/joblog/migrations/versions/0001_job_log.py:_tables",
+    # One validation pass over a source's YAML (81 lines): each check names the file and key; a split would
+    # thread the same five names through every piece.
+    "sharp_dagster/cdc/config.py:source_config_from_dict",
+    # The table rollback's one transaction (claims, checks, the Iceberg rollback, the job-log rows): not split in
+    # this change for lack of time; the next one to touch it should.
+    "sharp_dagster/joblog/rollback.py:rollback_table",
+}
 
 
 def _modules():
@@ -118,3 +142,83 @@ def test_no_file_is_over_600_lines():
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600
     }
     assert long == {}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the modules of the package it imports. A package's `__init__` is left out: it only hands names
+    on (an import of one of its names is followed to the module when that name is a module)."""
+    names = {_module_name(path): path for path, _ in _modules() if path.name != "__init__.py"}
+    graph: dict[str, set[str]] = {}
+    for module, path in names.items():
+        found = _imports(path)
+        targets = {imported for _, imported in found}
+        bases = dict(found)  # line -> the module of the import on it
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):  # `from package import module`
+            if isinstance(node, ast.ImportFrom):
+                targets.update(f"{bases[node.lineno]}.{alias.name}" for alias in node.names)
+        graph[module] = {t for t in targets if t in names and t != module}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected groups of more than one module (Tarjan), i.e. the import circles."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[frozenset[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = set()
+            while True:
+                member = stack.pop()
+                group.add(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(frozenset(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_circle_scan_finds_a_loop_and_only_the_loop():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}) == [frozenset("abc")]
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    found = circles(_import_graph())
+    assert [sorted(c) for c in found if c not in CIRCLES_ALLOWED] == []
+    assert CIRCLES_ALLOWED <= set(found), "a circle on the allow-list is gone: take it off the list"
+
+
+def _long_functions() -> dict[str, int]:
+    long = {}
+    for path, _ in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long[f"{path.relative_to(PACKAGE.parent)}:{node.name}"] = lines
+    return long
+
+
+def test_no_function_is_over_80_lines_outside_the_allow_list():
+    long = _long_functions()
+    assert {name: n for name, n in long.items() if name not in LONG_FUNCTIONS_ALLOWED} == {}
+    assert LONG_FUNCTIONS_ALLOWED <= set(long), "an allowed long function was split: take it off the list"

@@ -213,9 +213,9 @@ def test_an_ods_range_chains_its_days_in_one_commit_per_table_and_equals_day_by_
 
 
 def test_a_range_longer_than_a_batch_goes_as_several_batches_in_order(own_feed, spark, monkeypatch):
-    from sharp_dagster import lifecycle
+    from sharp_dagster.publish import materialize
 
-    monkeypatch.setattr(lifecycle, "BATCH_MAX_PERIODS", 2)
+    monkeypatch.setattr(materialize, "BATCH_MAX_PERIODS", 2)
     land_and_run_ods(own_feed)
     assert range_run(own_feed, [DETAIL], DAYS[0], DAYS[-1]).success
     assert [s["sharp.partition"] for s in published_snapshots(spark)] == [f"{DAYS[0]}..{DAYS[1]}", DAYS[2]], (

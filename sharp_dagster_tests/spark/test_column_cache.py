@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from pyspark import SparkContext
 
-from sharp_dagster.cdc.merge import _Plan
+from sharp_dagster.cdc.merge_plan import MergePlan
 from sharp_dagster.spark.column_cache import columns_per_jvm
 
 
@@ -48,7 +48,7 @@ def test_keyword_arguments_are_refused():
 
 def test_plans_that_decide_the_same_columns_are_one_cache_key():
     def plan(truncates, defaults=None):
-        return _Plan([("id", "bigint"), ("status", "string")], defaults or {}, ["id"], None, truncates)
+        return MergePlan([("id", "bigint"), ("status", "string")], defaults or {}, ["id"], None, truncates)
 
     assert plan({"t_1": 5, None: 7}) == plan({None: 7, "t_1": 5})
     assert hash(plan({"t_1": 5, None: 7})) == hash(plan({None: 7, "t_1": 5}))

@@ -1,6 +1,6 @@
-"""A range run of a SQL asset as one batch: every pending period claimed, ONE write, ONE audit pass, ONE publish.
+"""A range run of a log-driven asset (a SQL table, an ODS merge) as one batch: every pending period claimed, ONE write, ONE audit pass, ONE publish.
 
-A single-run backfill hands one Dagster run a range of partitions. Going through the lifecycle (`lifecycle.py`)
+A single-run backfill hands one Dagster run a range of partitions. Going through the lifecycle (`materialize.py`)
 one period at a time pays its fixed costs (branch cut, write, snapshot commits, rule scans, publish) per period.
 `materialize_range` pays them once per range, with the same guarantees per period:
 
@@ -13,7 +13,7 @@ one period at a time pays its fixed costs (branch cut, write, snapshot commits, 
    the target (an ODS merge's state: `PartitionRun.stage_beside`) is kept checkpointed in the batch (`RangeBatch`),
    where the next period reads it (the next day's merge starts from it), then staged the same way, one write.
 3. **strong rules** per period against the branch (each period's rows, its own context and `dqc_result` rows;
-   the single-table rules of all periods in one grouped scan: `quality.evaluate_range`).
+   the single-table rules of all periods in one grouped scan: `rules.evaluate_range`).
 4. **fence** every token in one job-log transaction (`JobLog.assert_current_all`), **publish** the staged range in
    one commit per table (the tables beside the target first), mark every period SUCCESS, then report the weak
    rules.
@@ -33,109 +33,56 @@ import logging
 from contextlib import ExitStack
 from typing import Any
 
-from pyspark.sql import DataFrame
-
-from sharp_dagster.assets import quality
 from sharp_dagster.dqc.runner import blocking_failures
 from sharp_dagster.failpoints import failpoint
-from sharp_dagster.joblog.planner import LogDrivenAsset
-from sharp_dagster.lifecycle import Compute, PartitionRun, as_failure, dead_branches, error_text, weak_report
+from sharp_dagster.joblog import Period
 from sharp_dagster.lineage import openlineage
-from sharp_dagster.periods import partition_values
+from sharp_dagster.publish.failures import as_failure, error_text
+from sharp_dagster.publish.rules import evaluate_range, weak_report
+from sharp_dagster.publish.run import AssetPublish, PartitionRun, RangeBatch, dead_branches
 from sharp_dagster.redact import scrub_text
-from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.spark.wap import branch_name
 from sharp_dagster.spark.wap_range import StagedRange
 
-log = logging.getLogger("sharp_dagster.lifecycle")
+log = logging.getLogger(__name__)
 
 
 class BatchAbandoned(RuntimeError):
     """The batch publishes nothing; the range is run one period at a time instead."""
 
 
-class RangeBatch:
-    """The partitions of second tables a batch's periods stage beside the target (`PartitionRun.stage_beside`: an
-    ODS merge's state). Each is checkpointed when added, so a later period reads an earlier one's rows before
-    anything is written (the next day's merge starts from this day's state); all of one table are then staged in
-    one write on the batch's branch of that table and published with the target, under the same fence."""
-
-    def __init__(self, keys: list[str]) -> None:
-        self.keys = list(keys)  # the batch's periods, oldest first
-        self._parts: dict[TableRef, list[tuple[PartitionRun, dict[str, str], DataFrame, str]]] = {}
-        self._shared: dict[Any, Any] = {}
-
-    def add(
-        self,
-        run: PartitionRun,
-        ref: TableRef,
-        values: dict[str, str],
-        df: DataFrame,
-        step_id: str,
-        checkpointed: bool = False,
-    ):
-        """Keep `df` as the period's partition of `ref`; checkpointed here unless it reads a checkpoint already."""
-        rows = df if checkpointed else checkpoint(df)
-        self._parts.setdefault(ref, []).append((run, dict(values), rows, step_id))
-        return rows
-
-    def shared(self, name: Any, build):
-        """What the batch's periods compute once for all of them (an ODS merge's range of states): `build()` at
-        the first period that asks, its result for every later one."""
-        if name not in self._shared:
-            self._shared[name] = build()
-        return self._shared[name]
-
-    def rows(self, ref: TableRef, values: dict[str, str]) -> DataFrame | None:
-        wanted = dict(values)
-        return next((df for _, v, df, _ in self._parts.get(ref, []) if v == wanted), None)
-
-    def tables(self) -> list[tuple[TableRef, list[tuple[PartitionRun, dict[str, str], DataFrame, str]]]]:
-        return list(self._parts.items())
-
-    def refs(self) -> list[TableRef]:
-        return list(self._parts)
-
-
 def materialize_range(
-    context: Any,
-    target: TableRef,
-    grain: str,
-    log_asset: LogDrivenAsset,
-    compute: Compute,
-    rules: list,
-    grains: dict[str, str],
-    tables: IcebergTables,
-    keys: list[str],
+    context: Any, asset: AssetPublish, tables: IcebergTables, periods: list[Period]
 ) -> tuple[list[tuple[str, int]], list, Any] | None:
-    """Publish the pending periods `keys` (oldest first) as one batch; returns `(done, last results, schema)`,
-    or None when the batch was abandoned with nothing published (the caller then runs them one by one)."""
+    """Publish the pending `periods` (oldest first) as one batch; returns `(done, last results, schema)`, or None
+    when the batch was abandoned with nothing published (the caller then runs them one by one)."""
     app_id = context.resources.spark.session().sparkContext.applicationId
     runs: list[PartitionRun] = []
     branch: str | None = None
-    batch = RangeBatch(keys)
+    batch = RangeBatch([period.partition_key for period in periods])
+    target = asset.target
     try:
         frames = []
         held: dict[str, str] = {}
         with tables.counts_read_once():  # the upstream tables' partition metadata, read once for the range
-            for key in keys:
+            for period in periods:
                 run = PartitionRun.begin(
-                    context, log_asset, key, tables, application_id=app_id, held=held, in_batch=True
+                    context, asset.log_asset, period, tables, application_id=app_id, held=held, in_batch=True
                 )
                 run.batch = batch
                 runs.append(run)
                 held[run.handle.range_start] = str(run.run_id)
-                frames.append((partition_values(key, grain), compute(key, run), str(run.handle.token)))
+                frames.append((run.values, asset.compute(run.key, run), str(run.handle.token)))
         branch = branch_name(f"{runs[0].key}_{runs[-1].key}_{runs[0].handle.token}_{len(runs)}")
         beside = [_stage_beside(runs, ref, parts, tables, branch) for ref, parts in batch.tables()]
         staged = _stage(runs, target, frames, tables, branch)
-        results = _audit(runs, staged, tables, rules, grain, grains)
+        results = _audit(runs, staged, tables, asset)
         failpoint("after_audit", quiet=runs[-1]._beat.between_beats())
         _publish(runs, [*beside, (staged, runs)], tables)
     except Exception as exc:  # nothing is published: withdraw, and let the caller run the periods one by one
-        _abandon(context, log_asset, runs, [target, *batch.refs()], branch, tables, exc)
+        _abandon(context, asset, runs, [target, *batch.refs()], branch, tables, exc)
         return None
     except BaseException as exc:  # an interrupt: every claimed period ends FAILURE, as a single run's would
         for ref in [target, *batch.refs()]:
@@ -211,12 +158,14 @@ def _properties(runs: list[PartitionRun]) -> dict[str, str]:
     }
 
 
-def _audit(runs, staged: StagedRange, tables, rules, grain, grains) -> list[list]:
-    """Every period's rules against its rows on the branch, oldest first (`quality.evaluate_range`: one grouped
+def _audit(
+    runs: list[PartitionRun], staged: StagedRange, tables: IcebergTables, asset: AssetPublish
+) -> list[list]:
+    """Every period's rules against its rows on the branch, oldest first (`rules.evaluate_range`: one grouped
     scan); `BatchAbandoned` at the first period whose strong rules fail (the sequential run then records it)."""
-    if not rules:
+    if not asset.rules:
         return [[] for _ in runs]
-    out = quality.evaluate_range(runs, tables, staged, rules, grain, grains)
+    out = evaluate_range(runs, tables, staged, asset.rules, asset.grain, asset.grains)
     for run, results in zip(runs, out, strict=False):
         failed = blocking_failures(results)
         if failed:
@@ -279,7 +228,7 @@ def _discard(tables: IcebergTables, ref: TableRef, branch: str | None) -> None:
 
 
 def _abandon(
-    context, log_asset: LogDrivenAsset, runs, refs: list[TableRef], branch: str | None, tables, exc
+    context, asset: AssetPublish, runs, refs: list[TableRef], branch: str | None, tables, exc
 ) -> None:
     """Drop the branch of every table and withdraw every claim of the batch; say why in the run's log."""
     for ref in refs:
@@ -288,6 +237,6 @@ def _abandon(
         run.withdraw()
     reason = exc if isinstance(exc, BatchAbandoned) else scrub_text(error_text(exc))
     context.log.warning(
-        f"{log_asset.job_name}: the range of {len(runs)} claimed period(s) was not published as one batch "
+        f"{asset.job_name}: the range of {len(runs)} claimed period(s) was not published as one batch "
         f"({reason}); running it one period at a time"
     )

@@ -1,0 +1,189 @@
+"""The data-quality rules at run time: all rules of a staged partition evaluated in one scan (`evaluate`; a range
+batch's periods in one grouped scan: `evaluate_range`), recorded as the job log's `checks` step and in
+`dqc_result`; the strong rules gate the publish (`strong_gate`), the weak ones are reported and alerted after it
+(`weak_report`). Their declaration half (loading, validating, check specs) is `assets/quality.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack
+from typing import Any
+
+from dagster import AssetCheckResult, AssetCheckSeverity, AssetKey, Failure, MetadataValue
+
+from sharp_dagster.alerts import AlertSink
+from sharp_dagster.dqc.context import RuleContext
+from sharp_dagster.dqc.evaluate import RuleResult, quality_score
+from sharp_dagster.dqc.rules import Rule
+from sharp_dagster.dqc.runner import BlockingFailure, RuleRunner, alert_failures, blocking_failures
+from sharp_dagster.dqc.store import DqcStore
+from sharp_dagster.naming import parts
+from sharp_dagster.periods import PARTITION_COLUMNS
+from sharp_dagster.publish.run import PartitionRun
+from sharp_dagster.redact import scrub_text
+from sharp_dagster.spark.iceberg import IcebergTables
+from sharp_dagster.spark.tables import TableRef
+from sharp_dagster.spark.wap import StagedPartition
+from sharp_dagster.spark.wap_range import StagedRange
+from sharp_dagster.warehouse.variables import window_variables
+
+
+def _register_other_tables(store: IcebergTables, rules: list[Rule], grains: Mapping[str, str]) -> None:
+    """Tables that referential/reconciliation rules compare with must be resolvable in the session."""
+    for rule in rules:
+        for other in (rule.params.get("other"), *rule.reads):  # `reads:` of custom_sql rules too
+            if isinstance(other, str) and other in grains:
+                db, name = parts(other)
+                store.register(TableRef(db, name, PARTITION_COLUMNS[grains[other]]), refresh=True)
+
+
+def evaluate(
+    run: PartitionRun,
+    store: IcebergTables,
+    staged: StagedPartition,
+    rules: Sequence[Rule],
+    grain: str,
+    grains: Mapping[str, str],
+) -> list[RuleResult]:
+    """All rules of one staged partition in one scan, recorded as the job log's `checks` step and in dqc_result."""
+    key = run.handle.partition_key
+    ctx = _rule_context(run, staged, grain)
+    with run.step("checks", source_type="spark") as rec:
+        _register_other_tables(store, rules, grains)
+        runner = RuleRunner(store.spark, store=DqcStore(run.job_log.engine))
+        results = runner.run(run.asset.job_name, key, store.read_staged(staged), rules, ctx)
+        _record(rec, staged, results)
+    return results
+
+
+def evaluate_range(
+    runs: Sequence[PartitionRun],
+    store: IcebergTables,
+    staged: StagedRange,
+    rules: Sequence[Rule],
+    grain: str,
+    grains: Mapping[str, str],
+) -> list[list[RuleResult]]:
+    """`evaluate` for every period of a staged range (`runs[i]` staged `staged.parts[i]`), oldest first, each its
+    own `checks` step and `dqc_result` rows; the single-table rules of all periods in one grouped scan. Stops after
+    the first period whose strong rules fail: fewer lists than runs come back then."""
+    with ExitStack() as steps:
+        recs = [steps.enter_context(run.step("checks", source_type="spark")) for run in runs]
+        _register_other_tables(store, rules, grains)
+        runner = RuleRunner(store.spark, store=DqcStore(runs[0].job_log.engine))
+        rows, frames = store.read_staged_range(staged)
+        partitions = [
+            (run.handle.partition_key, df, _rule_context(run, part, grain))
+            for run, part, df in zip(runs, staged.parts, frames, strict=True)
+        ]
+        results = runner.run_range(
+            runs[0].asset.job_name,
+            partitions,
+            rows,
+            staged.ref.partition_cols,
+            [tuple(v for _, v in part.values) for part in staged.parts],
+            rules,
+            stop=lambda found: bool(blocking_failures(found)),
+        )
+        for rec, part, found in zip(recs, staged.parts, results, strict=False):
+            _record(rec, part, found)
+    return results
+
+
+def _rule_context(run: PartitionRun, staged: StagedPartition, grain: str) -> RuleContext:
+    key = run.handle.partition_key
+    variables = window_variables(key, grain)
+    return RuleContext(
+        partition_key=key,
+        dt=variables["dt"],
+        data_range_start=variables["DATA_RANGE_START"],
+        data_range_end=variables["DATA_RANGE_END"],
+        run_id=run.run_id,
+        source_count=run.source_count,
+        target_count=staged.row_count,
+    )
+
+
+def _record(rec: Any, staged: StagedPartition, results: list[RuleResult]) -> None:
+    """The `checks` step's counts and one line per rule."""
+    rec.source_count = staged.row_count
+    rec.success_count = sum(1 for r in results if r.passed)
+    rec.failure_count = sum(1 for r in results if not r.passed)
+    for r in results:
+        rec.info(f"[{r.severity}] {r.rule_id}: {r.status} ({r.message})")
+
+
+def check_result(asset_key: AssetKey, r: RuleResult) -> AssetCheckResult:
+    metadata: dict[str, Any] = {
+        "partition": r.partition,
+        "rule_version": r.rule_version,
+        "template": r.template,
+        "dimension": r.dimension,
+        "severity": r.severity,
+        "comparator": r.comparator,
+        "actual": r.actual,
+        "expected": r.expected,
+        "lower_bound": r.lower_bound,
+        "upper_bound": r.upper_bound,
+        "status": r.status,
+        "elapsed_ms": round(r.elapsed_ms, 1),
+    }
+    if r.downgraded:
+        metadata["downgraded"] = r.downgrade_reason or "warning"
+    if r.failing_keys:
+        metadata["failing_keys"] = MetadataValue.json(r.failing_keys)
+    return AssetCheckResult(
+        asset_key=asset_key,
+        check_name=r.rule_id,
+        passed=bool(r.passed),
+        severity=AssetCheckSeverity.ERROR
+        if r.severity == "strong" and not r.downgraded
+        else AssetCheckSeverity.WARN,
+        description=scrub_text(r.message),
+        metadata={k: v for k, v in metadata.items() if v is not None},
+    )
+
+
+def score_metadata(results: list[RuleResult]) -> dict[str, Any]:
+    score = quality_score(results)
+    if not score:
+        return {}
+    return {"dqc/quality_score": MetadataValue.json(score)}
+
+
+def alert(results: list[RuleResult], engine) -> int:
+    return alert_failures(results, AlertSink.from_env(engine=engine))
+
+
+def strong_gate(
+    context: Any, run: PartitionRun, results: list[RuleResult], report_passed: bool = True
+) -> Iterator:
+    """Report the strong rules; when one failed, keep the staged rows out and fail the run naming it."""
+    strong = [r for r in results if r.severity == "strong"]
+    failed = blocking_failures(results)
+    for r in strong:
+        if report_passed or not r.passed:
+            yield check_result(context.asset_key, r)
+    if failed:
+        error = BlockingFailure(failed)
+        alert(failed, run.job_log.engine)
+        run.fail(error)
+        raise Failure(
+            description=scrub_text(f"{run.asset.job_name} [{run.key}] not published: {error}"),
+            metadata={"failed_rules": [r.rule_id for r in failed]},
+        )
+
+
+def weak_report(context: Any, run: PartitionRun, results: list[RuleResult], report: bool = True) -> Iterator:
+    """After publishing: report the weak rules (WARN) and alert the failed ones; never stops the pipeline."""
+    weak = [r for r in results if r.severity != "strong"]
+    if report:
+        for r in weak:
+            yield check_result(context.asset_key, r)
+    failing = [r for r in weak if not r.passed]
+    if failing:
+        context.log.warning(
+            f"{run.asset.job_name}: weak rules failed: " + "; ".join(r.message for r in failing)
+        )
+        alert(failing, run.job_log.engine)
