@@ -44,7 +44,13 @@ def _cli_error(message: str) -> Exception:
 def register(subparsers: argparse._SubParsersAction) -> None:
     cdc = subparsers.add_parser("cdc", help="binlog change data capture: collect and land")
     sub = cdc.add_subparsers(dest="cdc_command", required=True, metavar="CDC_COMMAND")
+    _register_collect(sub)
+    _register_land(sub)
+    _register_init(sub)
+    _register_bootstrap(sub)
 
+
+def _register_collect(sub: argparse._SubParsersAction) -> None:
     collect = sub.add_parser("collect", help="read the row binlog and send one Kafka message per row change")
     collect.add_argument("--config", required=True, help="the CDC source YAML")
     collect.add_argument(
@@ -86,6 +92,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     collect.set_defaults(func=cmd_collect)
 
+
+def _register_land(sub: argparse._SubParsersAction) -> None:
     land = sub.add_parser("land", help="land a binlog topic into original_binlog.<db> and write done markers")
     land.add_argument("--config", required=True)
     land.add_argument("--database", required=True)
@@ -99,15 +107,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     land.add_argument("--warehouse", help="warehouse folder (default: SHARP_WAREHOUSE_DIR / settings)")
     land.set_defaults(func=cmd_land)
 
+
+def _register_init(sub: argparse._SubParsersAction) -> None:
     init = sub.add_parser(
         "init", help="write the source YAML from a live server's schema; check its binlog settings and grants"
     )
     _server_flags(init)
     init.add_argument("--database", action="append", required=True, help="database to capture (repeatable)")
     init.add_argument("--source-id", help="the source's id (default: <first database>-<flavor>)")
-    init.add_argument("--replica-server-id", type=int, default=4101)
-    init.add_argument("--lateness-minutes", type=int, default=15)
-    init.add_argument("--topic-partitions", type=int, default=1)
+    init.add_argument("--replica-server-id", type=int_range(1, 4_294_967_295), default=4101)
+    init.add_argument("--lateness-minutes", type=int_range(0, 1440), default=15)
+    init.add_argument("--topic-partitions", type=int_range(1, 10_000), default=1)
     init.add_argument(
         "--exclude", action="append", default=[], help="regex of physical tables to leave out (repeatable)"
     )
@@ -116,6 +126,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
     init.set_defaults(func=cmd_init)
 
+
+def _register_bootstrap(sub: argparse._SubParsersAction) -> None:
     boot = sub.add_parser(
         "bootstrap",
         help="snapshot every table into its ODS starting state, at a binlog position the collector starts from",
@@ -128,7 +140,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     boot.add_argument("--force", action="store_true", help="take a new snapshot of a bootstrapped database")
     boot.add_argument(
         "--partition-rows",
-        type=int,
+        type=int_range(1, 1_000_000_000),
         default=1_000_000,
         help="rows per parallel JDBC key range of a large table",
     )
@@ -137,7 +149,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _server_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=3306)
+    parser.add_argument("--port", type=int_range(1, 65535), default=3306)
     parser.add_argument("--user", default="root", help=f"MySQL user; the password comes from ${PASSWORD_ENV}")
 
 

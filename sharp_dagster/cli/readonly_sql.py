@@ -160,8 +160,6 @@ def judged_query(spark: Any, text: str) -> Any:
     a second time, by its script parser when SQL scripting is on."""
     from pyspark.sql import DataFrame
 
-    from sharp_dagster.cli.tables import sql_error
-
     plan = check_read_only(spark, text)
     try:  # analysis (and SHOW/DESCRIBE's execution) happens here
         jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
@@ -172,8 +170,6 @@ def judged_query(spark: Any, text: str) -> Any:
 
 def check_read_only(spark: Any, text: str) -> Any:
     """The parsed plan of `text`; CliError unless it is one query (parse errors are Spark's own message)."""
-    from sharp_dagster.cli.tables import sql_error
-
     try:
         plan = parse_plan(spark, text)
     except Exception as exc:  # noqa: BLE001 - a Py4J error carrying Spark's ParseException
@@ -182,3 +178,21 @@ def check_read_only(spark: Any, text: str) -> Any:
     if why:
         raise CliError(why)
     return plan
+
+
+def sql_error(exc: BaseException) -> str:
+    """The problem in one line or a few: Spark's own message, without the Java stack trace."""
+    from sharp_dagster.spark.iceberg_base import java_error
+
+    kind, message = java_error(exc)
+    text = message if getattr(exc, "java_exception", None) is not None else str(exc)
+    keep = []
+    for line in text.strip().splitlines():
+        if line.startswith(("\tat ", "    at ", "JVM stacktrace")) or line.strip().startswith("at "):
+            break
+        keep.append(line.rstrip())
+        if "SQLSTATE:" in line:  # the end of Spark's message; the unresolved plan follows
+            keep[-1] = keep[-1].rstrip(";")
+            break
+    text = "\n".join(keep).strip() or kind
+    return text if len(text) <= 2000 else text[:1997] + "..."

@@ -25,6 +25,7 @@ from typing import Any
 
 from sharp_dagster.cli.args import int_range
 from sharp_dagster.cli.main import CliError
+from sharp_dagster.cli.readonly_sql import sql_error
 
 # Spark, the job log's engine and the project's assets are imported inside the commands: building the CLI's
 # parser (every `sharp-dagster` call) must not start a JVM or load SQLAlchemy.
@@ -106,24 +107,6 @@ def _ref(name: str, tables: Any = None) -> Any:
     if tables is not None and not tables.exists(ref):
         raise CliError(f"unknown table {ref.qualified}: no such table in the warehouse catalog")
     return ref
-
-
-def sql_error(exc: BaseException) -> str:
-    """The problem in one line or a few: Spark's own message, without the Java stack trace."""
-    from sharp_dagster.spark.iceberg_base import java_error
-
-    kind, message = java_error(exc)
-    text = message if getattr(exc, "java_exception", None) is not None else str(exc)
-    keep = []
-    for line in text.strip().splitlines():
-        if line.startswith(("\tat ", "    at ", "JVM stacktrace")) or line.strip().startswith("at "):
-            break
-        keep.append(line.rstrip())
-        if "SQLSTATE:" in line:  # the end of Spark's message; the unresolved plan follows
-            keep[-1] = keep[-1].rstrip(";")
-            break
-    text = "\n".join(keep).strip() or kind
-    return text if len(text) <= 2000 else text[:1997] + "..."
 
 
 def _cell(value: Any) -> str:
