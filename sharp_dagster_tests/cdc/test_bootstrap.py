@@ -13,8 +13,9 @@ import datetime as dt
 import yaml
 from pyspark.sql import functions as F
 
-from sharp_dagster.assets.cdc_assets import day_changes, state_columns
+from sharp_dagster.assets.cdc_assets import state_columns
 from sharp_dagster.cdc.bootstrap import bootstrap_position, job_name, state_ref
+from sharp_dagster.cdc.change_source import day_changes
 from sharp_dagster.cdc.config import load_source_config
 from sharp_dagster.cdc.done_markers import day_complete, write_done_markers
 from sharp_dagster.cdc.introspect import introspect
@@ -174,7 +175,7 @@ def test_init_bootstrap_then_the_pipeline_reproduces_the_source(
     for name, table in tables.items():
         t = OdsTable(db, table, source)
         base = table_store.read_partitions(state_ref(name), [{"dt": bootstrap_day(start)}]).drop("dt")
-        changes, _, events = day_changes(table_store, raw_table_ref(db), t, start)
+        changes, _, events = day_changes(table_store, raw_table_ref(db), t.database, t.name, start)
         state = merge_day(base, changes, t.key_columns(), shard_column=t.shard_column, events=events)
         assert ods_rows(published(state), table) == source_rows(cdc.mariadb, db, table), name
     assert yaml.safe_load(config_path.read_text())["start"] == dt.date.fromisoformat(start)
