@@ -22,6 +22,7 @@ from sharp_dagster.cli.main import main
 from sharp_dagster.joblog.models import SUCCESS
 from sharp_dagster.joblog.store import JobLog
 from sharp_dagster.periods import PeriodSpec
+from sharp_dagster.settings import WAREHOUSE_SQL_DIR
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster_tests.joblog.pgserver import free_port
 
@@ -90,6 +91,7 @@ COLLECT = [
     "--state-file",
     "s.json",
 ]
+SHOP_YAML = str(WAREHOUSE_SQL_DIR / "cdc" / "shop.yaml")
 LAND = ["cdc", "land", "--config", "x.yaml", "--database", "shop", "--bootstrap-servers", "127.0.0.1:1"]
 DOWN = f"postgresql+psycopg://etl:Pw0rdX@127.0.0.1:{free_port()}/log"
 
@@ -156,6 +158,19 @@ CASES = [
     ([*COLLECT, "--flush-interval", "nan"], {}, "argument --flush-interval"),
     ([*COLLECT, "--flush-every", "0"], {}, "argument --flush-every"),
     ([*LAND, "--state-file", "{data}/no/such/folder/s.json"], {}, "does not exist"),
+    (
+        [
+            *LAND,
+            "--state-file",
+            "{data}/s.json",
+            "--config",
+            SHOP_YAML,
+            "--warehouse",
+            "{data}/no_such_warehouse",
+        ],
+        {},
+        "no such folder",
+    ),
     (
         [*LAND, "--state-file", "{data}/s.json", "--config", "{data}/no_such.yaml"],
         {},

@@ -235,7 +235,14 @@ def cmd_land(args: argparse.Namespace) -> int:
     if args.warehouse:
         from dataclasses import replace
 
-        settings = replace(settings, warehouse_dir=warehouse_location(args.warehouse))
+        try:
+            location = warehouse_location(args.warehouse)
+        except ValueError as exc:
+            raise _cli_error(f"--warehouse: {exc}") from None
+        # A typo in a local folder must not start a new, empty warehouse beside the real one.
+        if isinstance(location, Path) and not location.is_dir():
+            raise _cli_error(f"--warehouse: no such folder: {str(location)!r} (an existing warehouse)")
+        settings = replace(settings, warehouse_dir=location)
     spark = build_spark_session(settings, app_name="sharp_dagster_cdc_land")
     store = warehouse_tables(spark, settings)
     try:
