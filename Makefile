@@ -13,7 +13,7 @@ test:
 	scripts/bootstrap.sh test
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
-	.venv/bin/python -m pytest
+	scripts/test.sh
 
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .

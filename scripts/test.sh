@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite as two pytest processes side by side (`make test`). Most of the suite waits on servers,
+# Spark jobs and subprocesses rather than on a core, so on the 2-core machines of CI the two halves overlap: the
+# CDC, cluster and fault tests (servers started and killed, the longest files) in one, everything else in the other.
+# Every test runs in a folder of its own on free loopback ports, so the halves share nothing but the machine.
+# Both halves always run to the end; the exit status is non-zero if either failed. Extra arguments go to both.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+first=(sharp_dagster_tests/cdc sharp_dagster_tests/cluster sharp_dagster_tests/faults)
+rest=()
+for dir in "${first[@]}"; do rest+=(--ignore "$dir"); done
+log=$(mktemp "${TMPDIR:-/tmp}/sharp_tests_first.XXXXXX")
+.venv/bin/python -m pytest "${first[@]}" "$@" >"$log" 2>&1 &
+pid=$!
+.venv/bin/python -m pytest "${rest[@]}" "$@"
+rc_rest=$?
+wait "$pid"
+rc_first=$?
+echo
+echo "=== the other half: ${first[*]} ==="
+cat "$log"
+rm -f "$log"
+echo "test halves: ${first[*]} exit ${rc_first}; the rest exit ${rc_rest}"
+[ "$rc_first" -eq 0 ] && [ "$rc_rest" -eq 0 ]
