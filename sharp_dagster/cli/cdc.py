@@ -56,11 +56,7 @@ def _register_collect(sub: argparse._SubParsersAction) -> None:
     collect.add_argument(
         "--database", action="append", help="capture only this configured database (repeatable)"
     )
-    collect.add_argument("--host", default="127.0.0.1")
-    collect.add_argument("--port", type=int_range(1, 65535), default=3306)
-    collect.add_argument(
-        "--user", default="root", help=f"MySQL user; the password comes from ${PASSWORD_ENV}"
-    )
+    _server_flags(collect)
     collect.add_argument("--bootstrap-servers", required=True)
     collect.add_argument(
         "--state-file",
