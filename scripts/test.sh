@@ -12,13 +12,20 @@ for dir in "${first[@]}"; do rest+=(--ignore "$dir"); done
 log=$(mktemp "${TMPDIR:-/tmp}/sharp_tests_first.XXXXXX")
 .venv/bin/python -m pytest "${first[@]}" "$@" >"$log" 2>&1 &
 pid=$!
-.venv/bin/python -m pytest "${rest[@]}" "$@"
-rc_rest=$?
+rest_log=$(mktemp "${TMPDIR:-/tmp}/sharp_tests_rest.XXXXXX")
+.venv/bin/python -m pytest "${rest[@]}" "$@" 2>&1 | tee "$rest_log"
+rc_rest=${PIPESTATUS[0]}
 wait "$pid"
 rc_first=$?
 echo
 echo "=== the other half: ${first[*]} ==="
 cat "$log"
-rm -f "$log"
+# Both halves' verdicts last, where a reader of the output's tail looks first.
+echo
+echo "=== summary of both halves ==="
+for half in "$rest_log" "$log"; do
+  grep -E '^(FAILED|ERROR) |^=+ .*(passed|failed|error).* =+$' "$half" || tail -n 5 "$half"
+done
+rm -f "$log" "$rest_log"
 echo "test halves: ${first[*]} exit ${rc_first}; the rest exit ${rc_rest}"
 [ "$rc_first" -eq 0 ] && [ "$rc_rest" -eq 0 ]

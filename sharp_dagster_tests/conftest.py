@@ -51,7 +51,8 @@ def fresh_tables(spark, folder: Path):
 
     from sharp_dagster.spark.iceberg import warehouse_tables
 
-    settings = SimpleNamespace(
-        warehouse_dir=Path(folder) / "warehouse", log_db_url=f"sqlite:///{Path(folder) / 'sharp_log.db'}"
-    )
+    warehouse = Path(folder) / "warehouse"
+    warehouse.mkdir(parents=True, exist_ok=True)  # a deployed warehouse exists: `cdc land --warehouse` checks
+    log_db_url = f"sqlite:///{Path(folder) / 'sharp_log.db'}"
+    settings = SimpleNamespace(warehouse_dir=warehouse, log_db_url=log_db_url)
     return warehouse_tables(spark, settings)
