@@ -17,7 +17,8 @@ for a source read only in a condition (`ColumnLineage.transformations`), and the
 unresolved (`ScriptLineage.unresolved`), never guessed; an earlier output alias wins over a guess (Spark's lateral
 column aliases). An unaliased expression is named as Spark names it (`names.py`). A union whose later branch has
 more columns keeps the extra ones under their names. Files read as `parquet.`/path`` and directories written by
-INSERT OVERWRITE DIRECTORY are path datasets (`ScriptLineage.paths`), named `<format>.<location>`. Tables that a script creates and drops again (temporary views, CACHE TABLE,
+INSERT OVERWRITE DIRECTORY are path datasets (`ScriptLineage.paths`), named `<format>.<location>`. A time-travel read
+(`FROM t VERSION AS OF '2024-01-03' AS o`, `TIMESTAMP AS OF`, `FOR SYSTEM_VERSION` ...) reads `t` (`time_travel.py`). Tables that a script creates and drops again (temporary views, CACHE TABLE,
 CREATE TABLE tmp ... DROP TABLE tmp, Spark's global temporary views read as global_temp.<name>) are hidden and their
 lineage passes through to the real targets: a temporary table is never a final node.
 
@@ -62,6 +63,7 @@ from sharp_dagster.lineage.gc_quiet import paused, release
 from sharp_dagster.lineage.relations import direct_subtypes
 from sharp_dagster.lineage.statements import StatementReader
 from sharp_dagster.lineage.tables import ScriptTables
+from sharp_dagster.lineage.time_travel import misuse, teach
 
 __all__ = ["ColumnLineage", "LineageParseError", "ScriptLineage", "parse_script", "SUPPORTED_DIALECTS"]
 
@@ -290,7 +292,9 @@ _DIALECTS: dict[str, Dialect] = {}
 def _dialect(name: str) -> Dialect:
     d = _DIALECTS.get(name)
     if d is None:
-        d = _DIALECTS[name] = Dialect.get_or_raise(name)
+        d = Dialect.get_or_raise(name)
+        # Spark's time-travel clause in all its spellings (`time_travel.py`): a read of the table itself.
+        _DIALECTS[name] = d = teach(d) if name == "spark" else d
     return d
 
 
@@ -325,9 +329,13 @@ def parse_script(
             raise _parse_error(sql, exc) from exc
         finally:
             _quiet.on = False
+        live = [s for s in statements if s is not None]
+        bad = misuse(live, sql) if name == "spark" else None
+        if bad is not None:
+            release(live)
+            raise LineageParseError(*bad)
         script = ScriptTables(name, schema, case_sensitive)
         reader = StatementReader(script, _dialect(name))
-        live = [s for s in statements if s is not None]
         last = len(live) - 1
         try:
             for i, st in enumerate(live):

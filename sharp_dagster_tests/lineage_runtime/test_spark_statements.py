@@ -166,3 +166,42 @@ def test_branch_and_metadata_reads_are_reads_of_the_base_table(store):
         assert snapshots.columns == {"snapshot_id": ["lrt_src.orders.snapshot_id"]}
     finally:
         store.discard(staged)
+
+
+def _create_tag(store, ref: TableRef, tag: str) -> None:
+    """`ALTER TABLE <t> CREATE TAG `<tag>`` through the Iceberg table API that statement calls: the statement itself
+    needs Iceberg's SQL extensions, static conf this session does not load (`spark.sql.extensions`)."""
+    store._commit_refs(ref, lambda t: t.manageSnapshots().createTag(tag, t.currentSnapshot().snapshotId()))
+
+
+def test_time_travel_to_a_tag_is_a_read_of_the_table(store):
+    """Issue 33's DWD form, `FROM ods.x VERSION AS OF '${dt}' AS o` over a real tagged Iceberg table (and a read of
+    the tag's snapshot id): Spark reads the tagged day, and its plan, the parser and the run-time lineage check of
+    a SQL asset agree on the base table and its columns."""
+    from pathlib import Path
+
+    from sharp_dagster.assets.lineage_runtime import RuntimeLineageCheck
+    from sharp_dagster.warehouse.catalog import SqlTable
+
+    spark = store.spark
+    ref, day = TableRef("lrt_src", "days"), "2024-01-03"
+    rows = "order_id INT, amount DOUBLE, status STRING"
+    store.write_partition(ref, {"dt": day}, spark.createDataFrame([(1, 5.0, "paid"), (2, 1.0, "open")], rows))
+    store.register(ref)
+    _create_tag(store, ref, day)
+    store.write_partition(ref, {"dt": "2024-01-04"}, spark.createDataFrame([(3, 9.0, "paid")], rows))
+    (tagged,) = spark.sql(f"SELECT snapshot_id FROM lrt_src.days.refs WHERE name = '{day}'").collect()
+    sql = "SELECT o.order_id, o.amount * 2 AS a2 FROM lrt_src.days VERSION AS OF '${dt}' AS o WHERE o.status = 'paid'"
+    by_id = f"SELECT d.order_id, d.amount AS a2 FROM lrt_src.days FOR SYSTEM_VERSION AS OF {tagged[0]} d "
+    for select in (sql.replace("${dt}", day), by_id + "WHERE d.status = 'paid'"):
+        comparison, observed = check(spark, select)
+        assert observed.tables == ["lrt_src.days"] and observed.dependencies == ["lrt_src.days.status"]
+        assert observed.columns == {"order_id": ["lrt_src.days.order_id"], "a2": ["lrt_src.days.amount"]}
+        assert comparison.passed, [d.message for d in comparison.differences]
+        assert [r.order_id for r in spark.sql(select).collect()] == [
+            1
+        ]  # the tagged day, not main's newer row
+    table = SqlTable("lrt_out", "tagged_day", Path("lrt_out/tagged_day.sql"), sql, "", rendered=sql)
+    outcome = RuntimeLineageCheck(table).observe(None, day, spark.sql(table.render(day)))
+    assert outcome["passed"] and not outcome.get("error") and outcome["differences"] == []
+    assert outcome["spark"]["tables"] == outcome["parsed"]["tables"] == ["lrt_src.days"]
