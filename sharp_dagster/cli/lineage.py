@@ -2,7 +2,9 @@
 
 - `lineage parse --dialect D` reads a SQL script on stdin and prints one JSON object (ScriptLineage.to_dict()).
 - `lineage graph TABLE --direction up|down|both [--depth N] [--columns]` prints the seed-003 JSON graph.
-- `lineage impact TABLE.COLUMN` prints the downstream columns (and dependent tables) a column change breaks.
+- `lineage impact TABLE.COLUMN` prints the downstream columns (and dependent tables) a column change breaks; the
+  table is the longest leading part of the name that is a table (`dwd.t.o.id` is column `o.id`, as is
+  ``dwd.t.`o.id` ``).
 - `lineage check` lists governance violations; exit status 1 when there is any.
 - `lineage serve [--host H] [--port N]` starts the lineage explorer (a web page per table) on loopback.
 
@@ -74,12 +76,13 @@ def _cmd_graph(args: argparse.Namespace) -> int:
 
 
 def _cmd_impact(args: argparse.Namespace) -> int:
-    table, _, column = args.column.rpartition(".")
-    if not table or not column:
-        raise CliError(f"expected TABLE.COLUMN such as ods.orders.total_amount, got {args.column!r}")
     graph = _project_graph()
-    if table not in graph:
-        raise CliError(f"unknown table {table!r}: not in the lineage graph (try layer/table or layer.table)")
+    try:
+        table, column = graph.column_ref(args.column)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    except KeyError as exc:
+        raise CliError(f"{exc.args[0]} (try layer.table.column or layer/table.column)") from exc
     hits = graph.column_impact(table, column)
     known = _columns_of(graph, table)
     if not hits and column not in known:

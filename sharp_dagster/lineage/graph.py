@@ -78,6 +78,28 @@ class Dataset:
 ColumnRef = tuple[str, str]  # (dataset urn, column)
 
 
+def _dotted_parts(name: str) -> list[str]:
+    """`a.`b.c`.d` -> ['a', 'b.c', 'd']: split at the dots outside backticks, the backticks dropped (a doubled
+    backtick inside them is one backtick, as in Spark SQL)."""
+    parts, current, quoted, i = [], [], False, 0
+    while i < len(name):
+        ch = name[i]
+        if ch == "`":
+            if quoted and name.startswith("``", i):
+                current.append("`")
+                i += 1
+            else:
+                quoted = not quoted
+        elif ch == "." and not quoted:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+        i += 1
+    parts.append("".join(current))
+    return parts
+
+
 class LineageGraph:
     """Datasets and their lineage; immutable after construction.
 
@@ -246,6 +268,27 @@ class LineageGraph:
 
     def dataset(self, table: str) -> Dataset:
         return self._datasets[self.index_of(table)]
+
+    def column_ref(self, ref: str) -> tuple[str, str]:
+        """(table, column) of a column named `<table>.<column>`, either part holding dots: `dwd.t.amount`,
+        `dwd/t.amount`, `mysql:shop.orders.id`, a column named with a dot as `dwd.t.o.id` or as the SQL quotes it,
+        ``dwd.t.`o.id` ``. The table is the longest leading part that names a table of the graph (as `index_of`
+        takes it); a `KeyError` names the table part when none does, a `ValueError` a name with no column.
+
+        >>> g = LineageGraph([Dataset.from_qualified("dwd.t")], [], [])
+        >>> g.column_ref("dwd.t.o.id"), g.column_ref("dwd/t.`o.id`")
+        (('dwd.t', 'o.id'), ('dwd/t', 'o.id'))
+        """
+        parts = _dotted_parts(ref)
+        if len(parts) < 2 or not all(parts):
+            raise ValueError(f"expected TABLE.COLUMN such as ods.orders.total_amount, got {ref!r}")
+        for n in range(len(parts) - 1, 0, -1):
+            table = ".".join(parts[:n])
+            if self._find(table) is not None:
+                return table, ".".join(parts[n:])
+        # A table is named `db.table` (or `table`): the part that names none is the first two parts.
+        unknown = ".".join(parts[: min(2, len(parts) - 1)])
+        raise KeyError(f"unknown table {unknown!r} in {ref!r}: not in the lineage graph")
 
     def edges(self) -> list[tuple[str, str]]:
         ds = self._datasets

@@ -107,6 +107,35 @@ def test_impact(catalog, capsys):
         run_direct(["lineage", "impact", "ods.nope.x"])
 
 
+def test_impact_of_column_names_holding_dots(monkeypatch, capsys):
+    """The table is the longest leading part that is a table: `dwd.detail.o.id` is column `o.id` of dwd.detail,
+    however the table (`db.table`, `db/table`, `platform:db.table`) and the column (bare or quoted) are written."""
+    dotted = make_catalog(
+        dwd__detail="SELECT order_id AS `o.id`, amount FROM ods.orders WHERE amount > 0",
+        ads__gmv="SELECT d.`o.id` AS order_ref, SUM(d.amount) AS gmv FROM dwd.detail d GROUP BY d.`o.id`",
+    )
+    monkeypatch.setattr(lineage_cli, "_load_catalog", lambda: dotted)
+    expected = [{"table": "ads.gmv", "column": "order_ref"}, {"table": "ads.gmv", "column": "*"}]
+    for name in ("dwd.detail.o.id", "dwd.detail.`o.id`", "`dwd`.`detail`.`o.id`", "dwd/detail.o.id"):
+        assert run_direct(["lineage", "impact", name]) == 0, name
+        assert json.loads(capsys.readouterr().out) == expected, name
+    for name in ("ods.orders.order_id", "mysql:shop.orders.order_id"):
+        assert run_direct(["lineage", "impact", name]) == 0
+        assert {"table": "dwd.detail", "column": "o.id"} in json.loads(capsys.readouterr().out)
+    with pytest.raises(CliError) as err:
+        run_direct(["lineage", "impact", "ods.nope.a.b"])
+    assert str(err.value) == (
+        "unknown table 'ods.nope' in 'ods.nope.a.b': not in the lineage graph "
+        "(try layer.table.column or layer/table.column)"
+    )
+    with pytest.raises(
+        CliError, match=r"^unknown column 'o.nope' of dwd.detail \(its columns: amount, o.id\)$"
+    ):
+        run_direct(["lineage", "impact", "dwd.detail.o.nope"])
+    with pytest.raises(CliError, match="expected TABLE.COLUMN"):
+        run_direct(["lineage", "impact", "dwd.detail."])
+
+
 def test_check_passes_then_fails_on_a_violation(monkeypatch, catalog, capsys):
     assert run_direct(["lineage", "check"]) == 0
     assert "no governance violation" in capsys.readouterr().out
