@@ -39,7 +39,7 @@ milliseconds to seconds per query; a single walk over the AST costs a fraction o
 
 Where the work is done: this module parses the script, hands its statements in order to `statements.py`
 (`StatementReader`: what each statement writes), which walks queries with `queries.py` (`QueryWalker`: scopes and
-column resolution) into the script's table versions of `tables.py` (`ScriptTables`; the walk's data in
+column resolution; FROM sources in `sources.py`) into the script's table versions of `tables.py` (`ScriptTables`; the walk's data in
 `relations.py`); at the end `_result` resolves the hidden versions into the `ScriptLineage` returned.
 
 No Dagster import; nothing is cached between calls except sqlglot's (immutable) dialect objects. The cyclic GC is

@@ -1,11 +1,12 @@
 """The scope walk of one query: which source columns each output column of a query is computed from.
 
-This module owns reading a query's AST (SELECT, set operations, VALUES, CTEs, subqueries, joins, lateral views,
-table-valued functions) scope by scope, and resolving each column reference to the source columns it stands for
-(`QueryWalker.resolve`: qualified names, output aliases, unknown schemas, correlated subqueries). Columns of a
-value go to the output column; columns that only steer which rows arrive (WHERE, JOIN ON, GROUP BY, HAVING,
-ORDER BY, window PARTITION BY / ORDER BY) go to the query's dependencies. Table names resolve through the script's
-tables (`tables.ScriptTables`): a table the script wrote earlier is read as that version.
+This module owns reading a query's AST (SELECT, set operations, VALUES, CTEs, scalar and IN subqueries) scope by
+scope, and resolving each column reference to the source columns it stands for (`QueryWalker.resolve`: qualified
+names, output aliases, unknown schemas, correlated subqueries). Columns of a value go to the output column; columns
+that only steer which rows arrive (WHERE, JOIN ON, GROUP BY, HAVING, ORDER BY, window PARTITION BY / ORDER BY) go to
+the query's dependencies. The FROM clause's sources (tables, derived tables, joins, lateral views, table-valued
+functions) are added to the scope by `sources.SourceReader`, which the walker inherits; table names resolve through
+the script's tables (`tables.ScriptTables`): a table the script wrote earlier is read as that version.
 """
 
 from __future__ import annotations
@@ -20,34 +21,32 @@ from sharp_dagster.lineage.relations import (
     AGGREGATION,
     EMPTY,
     FILTER,
-    JOIN,
-    TRANSFORMATION,
     WINDOW,
     Rel,
     Scope,
     TableSource,
+    add_all,
+    renamed,
     tagged,
 )
+from sharp_dagster.lineage.sources import QUERY_TYPES, SETOP_TYPES, SourceReader
 from sharp_dagster.lineage.tables import ScriptTables
+
+__all__ = ["QUERY_TYPES", "SETOP_TYPES", "QueryWalker"]
 
 _Column = exp.Column
 _Identifier = exp.Identifier
 _Star = exp.Star
 _Window = exp.Window
 _Expr = exp.Expr
-_Table = exp.Table
 _Subquery = exp.Subquery
 _Select = exp.Select
 _Literal = exp.Literal
 _Ordered = exp.Ordered
-QUERY_TYPES = (exp.Select, exp.Union, exp.Except, exp.Intersect, exp.Subquery)
-SETOP_TYPES = (exp.Union, exp.Except, exp.Intersect)
 _If = exp.If
-# Default column names Spark/Hive give generator outputs when a LATERAL VIEW lists no column aliases.
-_LATERAL_DEFAULTS = {"explode": ["col"], "posexplode": ["pos", "col"], "inline": [], "explode_outer": ["col"]}
 
 
-class QueryWalker:
+class QueryWalker(SourceReader):
     """The query walk of one parse_script call, over the script's tables as they stand when a statement is read.
 
     Holds no state of its own between queries; `ci`, `norm`, `table_name` and `resolve_table` are the script
@@ -80,7 +79,7 @@ class QueryWalker:
             alias = cte.args.get("alias")
             cols = alias.columns if alias is not None else None
             if cols:
-                rel = _renamed(rel, [self.norm(c.name) for c in cols])
+                rel = renamed(rel, [self.norm(c.name) for c in cols])
             ctes[self.norm(cte.alias)] = rel
         return ctes
 
@@ -179,12 +178,12 @@ class QueryWalker:
             t = type(e)
             if t is _Star:
                 for src in scope.sources.values():
-                    _add_all(rel, src)
+                    add_all(rel, src)
                 continue
             if t is _Column and type(e.this) is _Star:
                 src = self.find_source(scope, norm(e.table))
                 if src is not None:
-                    _add_all(rel, src)
+                    add_all(rel, src)
                 continue
             out, kind, conds = self.value(e, scope, deps, rel)
             name = e.output_name if t is exp.Alias or t is _Column or t is exp.Dot else spark_name(e)
@@ -204,132 +203,6 @@ class QueryWalker:
             else:
                 tables.add(src.key)
         return rel
-
-    def join(self, scope: Scope, j: exp.Join, rel: Rel) -> None:
-        self.add_source(scope, j.this, rel)
-        on = j.args.get("on")
-        if on is not None:
-            self.steer(on, scope, rel.deps, None, JOIN)
-        using = j.args.get("using")
-        if not using:
-            return
-        sources = list(scope.sources.values())
-        side = str(j.args.get("side") or "").upper()
-        for ident in using:
-            name = self.norm(ident.name)
-            found = []
-            for src in sources:
-                srcs, certain = src.lookup(name)
-                if srcs is not None:
-                    tagged(srcs, JOIN, rel.deps)
-                    found.append(srcs)
-            if found:
-                # The unqualified USING column is one column (Spark: the left side's, the right's in a RIGHT JOIN,
-                # either in a FULL JOIN), not an ambiguous one.
-                if scope.using is None:
-                    scope.using = {}
-                left = scope.using.get(name, found[0])
-                scope.using[name] = (
-                    found[-1] if side == "RIGHT" else set().union(left, found[-1]) if side == "FULL" else left
-                )
-
-    def add_source(self, scope: Scope, node: exp.Expression, rel: Rel) -> None:
-        t = type(node)
-        norm = self.norm
-        if t is _Table and isinstance(node.this, exp.Func):
-            # A table-valued function (`range(1000)`, `explode(array(...))`): it yields rows but reads no table;
-            # columns of its arguments are dependencies of whatever selects from it.
-            fn = Rel()
-            fn.synthetic = True
-            self.steer(node.this, scope, rel.deps, None, FILTER)
-            alias = node.args.get("alias")
-            for c in alias.columns if alias is not None else ():
-                fn.add(norm(c.name), set())
-            name = norm(alias.name) if alias is not None and alias.name else f"_fn{len(scope.sources)}"
-            scope.sources[name] = fn
-            for j in node.args.get("joins") or ():
-                self.join(scope, j, rel)
-            return
-        if t is _Table:
-            name = self.table_name(node)
-            alias = node.args.get("alias")
-            alias_name = norm(alias.name) if alias is not None and alias.name else norm(node.name)
-            cte = scope.ctes.get(norm(node.name)) if node.args.get("db") is None else None
-            src: Any
-            if cte is not None:
-                src = cte
-                rel.deps |= cte.deps
-            else:
-                key, cols = self.resolve_table(name)
-                src = TableSource(key, cols)
-            if alias is not None and alias.columns:
-                src = _renamed(
-                    src if type(src) is Rel else _rel_of(src), [norm(c.name) for c in alias.columns]
-                )
-            scope.sources[alias_name] = src
-            for j in node.args.get("joins") or ():
-                self.join(scope, j, rel)
-            for lat in node.args.get("laterals") or ():
-                self.add_source(scope, lat, rel)
-            return
-        if t is _Subquery and (
-            not isinstance(node.this, QUERY_TYPES + (exp.Values,))
-            or (not node.alias and type(node.this) is _Subquery)
-        ):
-            self.parenthesised(scope, node, rel)
-            return
-        if t is _Subquery or t in SETOP_TYPES or t is _Select or t is exp.Values:
-            sub = self.query(node, scope.ctes, scope.parent)
-            rel.deps |= sub.deps
-            alias = node.args.get("alias")
-            if alias is not None and alias.columns:
-                sub = _renamed(sub, [norm(c.name) for c in alias.columns])
-            scope.sources[norm(node.alias) or f"_sub{len(scope.sources)}"] = sub
-            for j in node.args.get("joins") or ():
-                self.join(scope, j, rel)
-            return
-        if t is exp.Lateral and isinstance(node.this, QUERY_TYPES):
-            sub = self.query(node.this, scope.ctes, scope)  # LATERAL (subquery) sees the sources before it
-            rel.deps |= sub.deps
-            scope.sources[norm(node.alias) or f"_sub{len(scope.sources)}"] = sub
-            return
-        self.generator(scope, node, rel)
-
-    def parenthesised(self, scope: Scope, node: exp.Subquery, rel: Rel) -> None:
-        """A parenthesised relation, `FROM (tab1)`, `FROM ((a JOIN b ON ...))` or `((SELECT ...) s)`: the relation
-        itself; with an alias (`FROM (a JOIN b ON ...) AS x`) its columns are all those of the relations inside."""
-        if not node.alias:
-            self.add_source(scope, node.this, rel)
-        else:
-            inner = Scope(scope.parent, scope.ctes)
-            self.add_source(inner, node.this, rel)
-            scope.tables |= inner.tables
-            scope.sources[self.norm(node.alias)] = _joined(list(inner.sources.values()))
-        for j in node.args.get("joins") or ():
-            self.join(scope, j, rel)
-
-    def generator(self, scope: Scope, node: exp.Expression, rel: Rel) -> None:
-        """LATERAL VIEW f(...), UNNEST, table functions: every generated column comes from the function's inputs."""
-        norm = self.norm
-        func = node.this if type(node) is exp.Lateral else node
-        srcs: set = set()
-        self.walk(func, scope, srcs, rel.deps, None)
-        alias = node.args.get("alias")
-        cols = [norm(c.name) for c in alias.columns] if alias is not None and alias.columns else None
-        if not cols:
-            if type(func) is exp.Anonymous:
-                fname = func.name.lower()
-            else:
-                fname = func.sql_name().lower() if isinstance(func, exp.Func) else ""
-            if fname == "json_tuple":
-                cols = [f"c{i}" for i in range(len(func.expressions) - 1)]
-            else:
-                cols = _LATERAL_DEFAULTS.get(fname, ["col"])
-        gen = Rel()
-        for c in cols:
-            gen.add(c, srcs, TRANSFORMATION)
-        alias_name = norm(alias.name) if alias is not None and alias.name else f"_gen{len(scope.sources)}"
-        scope.sources[alias_name] = gen
 
     def find_source(self, scope: Scope | None, qualifier: str) -> Any:
         while scope is not None:
@@ -525,46 +398,3 @@ class QueryWalker:
                     self.steer(e, scope, deps, rel, kind)
             return
         self.steer(node, scope, deps, rel, kind)
-
-
-def _joined(sources: list) -> Any:
-    """The one relation an aliased parenthesised relation stands for: its only source, or all columns of them."""
-    if len(sources) == 1:
-        return sources[0]
-    out = Rel()
-    for src in sources:
-        _add_all(out, src)
-        if type(src) is Rel:
-            out.tables |= src.tables
-            out.deps |= src.deps
-        else:
-            out.tables.add(src.key)
-    return out
-
-
-def _add_all(rel: Rel, src: Any) -> None:
-    """`*` / `t.*`: every column of a source, computed as it is there."""
-    if type(src) is Rel:
-        for i, name in enumerate(src.names):
-            rel.add(name, src.sources[i], src.kinds[i], src.conds[i])
-    else:
-        for name, srcs in src.expand():
-            rel.add(name, srcs)
-
-
-def _rel_of(src: TableSource) -> Rel:
-    rel = Rel()
-    for name, srcs in src.expand():
-        rel.add(name, srcs)
-    rel.tables.add(src.key)
-    return rel
-
-
-def _renamed(rel: Rel, names: list[str]) -> Rel:
-    """`alias(c1, c2)` renames a derived table's columns by position."""
-    out = Rel()
-    out.deps = rel.deps
-    out.tables = rel.tables
-    for i, srcs in enumerate(rel.sources):
-        out.add(names[i] if i < len(names) else rel.names[i], srcs, rel.kinds[i], rel.conds[i])
-    return out

@@ -116,3 +116,46 @@ class Scope:
         self.ctes = ctes
         self.tables: set = set()  # tables read by subqueries inside expressions
         self.using: dict[str, Any] | None = None  # JOIN ... USING columns: name -> the sources it stands for
+
+
+def joined(sources: list) -> Any:
+    """The one relation an aliased parenthesised relation stands for: its only source, or all columns of them."""
+    if len(sources) == 1:
+        return sources[0]
+    out = Rel()
+    for src in sources:
+        add_all(out, src)
+        if type(src) is Rel:
+            out.tables |= src.tables
+            out.deps |= src.deps
+        else:
+            out.tables.add(src.key)
+    return out
+
+
+def add_all(rel: Rel, src: Any) -> None:
+    """`*` / `t.*`: every column of a source, computed as it is there."""
+    if type(src) is Rel:
+        for i, name in enumerate(src.names):
+            rel.add(name, src.sources[i], src.kinds[i], src.conds[i])
+    else:
+        for name, srcs in src.expand():
+            rel.add(name, srcs)
+
+
+def rel_of(src: TableSource) -> Rel:
+    rel = Rel()
+    for name, srcs in src.expand():
+        rel.add(name, srcs)
+    rel.tables.add(src.key)
+    return rel
+
+
+def renamed(rel: Rel, names: list[str]) -> Rel:
+    """`alias(c1, c2)` renames a derived table's columns by position."""
+    out = Rel()
+    out.deps = rel.deps
+    out.tables = rel.tables
+    for i, srcs in enumerate(rel.sources):
+        out.add(names[i] if i < len(names) else rel.names[i], srcs, rel.kinds[i], rel.conds[i])
+    return out

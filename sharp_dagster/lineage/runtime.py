@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sharp_dagster.lineage.parser import ScriptLineage
-from sharp_dagster.lineage.spark_plan import ObservedLineage, base_table, is_table_selector
+from sharp_dagster.lineage.plan_tables import base_table, is_table_selector
+from sharp_dagster.lineage.spark_plan import ObservedLineage
 
 __all__ = ["Comparison", "Difference", "ParsedAnswer", "compare", "parsed_answer"]
 

@@ -12,11 +12,8 @@ map outputs by position. Resolving an output attribute through those definitions
 transparent (Spark inlines the view's plan under a `View` node), so a view is reported separately and its base
 tables count as read. Subquery plans (scalar, IN, EXISTS) are part of the JSON and are walked the same way.
 
-Tables of a v2 catalog (the warehouse's Iceberg catalog `sharp` / `sharp_<hash>`): the JSON of a
-`DataSourceV2Relation` has its `table`, `catalog` and `identifier` as null; the name is taken from the analyzer's
-`SubqueryAlias` right above it (`sharp.ods.orders`), the catalog part dropped (`ods.orders`), and an Iceberg
-branch, tag, snapshot or metadata-table read (`ods.orders.branch_stage_x`, `ods.orders.snapshots`) counts as a read
-of its base table. A v2 relation with no such alias (`spark.read.format(...).load(path)`) is `<DataSourceV2Relation>`.
+Tables are named as `plan_tables.py` says (a v2 catalog's relation by the analyzer's alias above it, an Iceberg
+branch, tag, snapshot, time-travel or metadata-table read as its base table).
 
 Why the JSON and not py4j calls per node: a plan walk over py4j costs one JVM round trip per node and expression
 (thousands for a join of a few tables); `toJSON()` is one round trip and the same tree.
@@ -27,19 +24,13 @@ No Dagster import, no Spark import (the JSON may come from anywhere, e.g. a save
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = [
-    "ObservedLineage",
-    "PlanLineageError",
-    "analyzed_plan_json",
-    "base_table",
-    "is_table_selector",
-    "plan_lineage",
-]
+from sharp_dagster.lineage.plan_tables import alias_table, table_name
+
+__all__ = ["ObservedLineage", "PlanLineageError", "analyzed_plan_json", "plan_lineage"]
 
 
 class PlanLineageError(ValueError):
@@ -152,27 +143,6 @@ _RELATIONS = {"LogicalRelation", "HiveTableRelation"} | {
 # relation it resolves from a catalog: `identifier.qualifier` = [catalog, namespace...], `identifier.name` = the
 # table, or for an Iceberg branch/tag/time-travel/metadata-table read the selector, with the table in the qualifier.
 _V2_RELATIONS = _RELATIONS - {"LogicalRelation", "HiveTableRelation"}
-# Iceberg's selectors after `db.table` (SparkCatalog: branch_<b>, tag_<t>, snapshot_id_<n>, at_timestamp_<ms>) and
-# its metadata table names: a read of any of them reads the base table.
-_ICEBERG_SELECTOR = re.compile(r"^(branch_.+|tag_.+|snapshot_id_\d+|at_timestamp_\d+)$")
-_ICEBERG_METADATA_TABLES = {
-    "entries",
-    "files",
-    "data_files",
-    "delete_files",
-    "history",
-    "metadata_log_entries",
-    "snapshots",
-    "refs",
-    "manifests",
-    "partitions",
-    "position_deletes",
-    "all_data_files",
-    "all_delete_files",
-    "all_files",
-    "all_manifests",
-    "all_entries",
-}
 _NO_SOURCE_LEAVES = {"LocalRelation", "OneRowRelation", "Range", "LogicalRDD", "InMemoryRelation"}
 _PASS_THROUGH = {
     "SubqueryAlias",
@@ -196,63 +166,6 @@ _PASS_THROUGH = {
     "Intersect",
     "Except",
 }
-
-
-def _table_name(identifier: Any) -> str | None:
-    """`db.table` from a serialized TableIdentifier / CatalogTable / v2 Identifier, lower case."""
-    if not isinstance(identifier, dict):
-        return None
-    if "identifier" in identifier and isinstance(identifier["identifier"], dict):
-        return _table_name(identifier["identifier"])
-    name = identifier.get("table") or identifier.get("name")
-    if not isinstance(name, str):
-        return None
-    db = identifier.get("database")
-    if db is None and isinstance(identifier.get("namespace"), list) and identifier["namespace"]:
-        # A v2 Identifier: an Iceberg branch/metadata read has the table in the namespace, the selector as name.
-        return base_table([*(str(p) for p in identifier["namespace"]), name], has_catalog=False)
-    return (f"{db}.{name}" if db else name).lower()
-
-
-def is_table_selector(part: str) -> bool:
-    """Is `part` (the last part of `db.table.<part>`) an Iceberg branch, tag, snapshot or metadata-table selector?"""
-    part = part.lower().strip("`")
-    return bool(_ICEBERG_SELECTOR.match(part)) or part in _ICEBERG_METADATA_TABLES
-
-
-def base_table(parts: list[str], has_catalog: bool) -> str:
-    """`db.table` (lower case) of a multi-part table name: the catalog part dropped when `has_catalog`, then a
-    trailing Iceberg selector (`db.table.branch_x`, `db.table.snapshots`) dropped: it reads the base table."""
-    parts = [p.lower().strip("`") for p in parts if p]
-    if has_catalog and len(parts) > 1:
-        parts = parts[1:]
-    while len(parts) > 2 and is_table_selector(parts[-1]):
-        parts = parts[:-1]
-    return ".".join(parts)
-
-
-def _qualifier(value: Any) -> list[str]:
-    """An `AliasIdentifier.qualifier`: Catalyst's JSON writes the Seq as its string `[a, b]` (a list is accepted)."""
-    if isinstance(value, list):
-        return [str(p) for p in value]
-    if isinstance(value, str):
-        inner = value.strip()
-        if inner.startswith("[") and inner.endswith("]"):
-            inner = inner[1:-1]
-        return [p.strip() for p in inner.split(",") if p.strip()]
-    return []
-
-
-def _alias_table(alias: _Node) -> str | None:
-    """The table named by the analyzer's `SubqueryAlias` over a v2 relation: `catalog.db.table[.selector]` gives
-    `db.table`. A user's alias (`FROM t AS x`, `df.alias("x")`) has no qualifier and names no table."""
-    ident = alias.obj.get("identifier")
-    if not isinstance(ident, dict) or not isinstance(ident.get("name"), str):
-        return None
-    qualifier = _qualifier(ident.get("qualifier"))
-    if not qualifier:
-        return None
-    return base_table([*qualifier, ident["name"]], has_catalog=True)
 
 
 class _Walk:
@@ -317,94 +230,53 @@ class _Walk:
                 self.deps |= self.refs(_build(flat, f"{node.short}.{key}"))
 
     # ---------------------------------------------------------------- plans
-    def plan(self, node: _Node, alias_table: str | None = None) -> list[tuple[str, int]]:
+    def plan(self, node: _Node, table_hint: str | None = None) -> list[tuple[str, int]]:
         """Walk a plan node (children first); return its output as (name, exprId).
 
-        `alias_table`: the table named by the `SubqueryAlias` right above (a v2 relation's only name in the JSON).
+        `table_hint`: the table named by the `SubqueryAlias` right above (a v2 relation's only name in the JSON).
         """
-        short, obj = node.short, node.obj
+        short = node.short
         hint = None
         if short == "SubqueryAlias" and len(node.children) == 1 and node.children[0].short in _V2_RELATIONS:
-            hint = _alias_table(node)
+            hint = alias_table(node.obj.get("identifier"))
         outs = [self.plan(c, hint) for c in node.children]
         if short in _RELATIONS:
-            table = (
-                _table_name(obj.get("catalogTable"))
-                or _table_name(obj.get("tableMeta"))
-                or _table_name(obj.get("identifier"))
-                or alias_table
-                or f"<{short}>"
-            )
-            self.tables.add(table)
-            keys = ("output",) if "output" in obj else ("dataCols", "partitionCols")
-            output = [a for k in keys for a in self.named_list(obj.get(k), f"{short}.{k}")]
-            for name, eid in output:
-                self.defs[eid] = {("col", f"{table}.{name.lower()}")}
-            return output
+            return self.relation(node, table_hint)
         if short in _NO_SOURCE_LEAVES:
-            output = self.named_list(obj.get("output"), f"{short}.output")
+            output = self.named_list(node.obj.get("output"), f"{short}.output")
             for _, eid in output:
                 self.defs.setdefault(eid, set())
             return output
-        if short == "View":
-            view = _table_name(obj.get("desc"))
-            if view:
-                self.views.add(view)
-        if short == "Project":
-            return self.named_list(obj.get("projectList"), "Project.projectList")
-        if short == "Aggregate":
-            self.dep_fields(node, "groupingExpressions")
-            return self.named_list(obj.get("aggregateExpressions"), "Aggregate.aggregateExpressions")
-        if short == "Window":
-            self.dep_fields(node, "partitionSpec", "orderSpec")
-            return outs[0] + self.named_list(obj.get("windowExpressions"), "Window.windowExpressions")
-        if short == "Join":
-            self.dep_fields(node, "condition")
-            join_type = json.dumps(obj.get("joinType", ""))
-            if "LeftSemi" in join_type or "LeftAnti" in join_type or "ExistenceJoin" in join_type:
-                return outs[0]
-            return outs[0] + outs[1]
-        if short == "Generate":
-            sources = set()
-            for flat in _trees(obj.get("generator")):
-                sources |= self.refs(_build(flat, "Generate.generator"))
-            generated = self.named_list(obj.get("generatorOutput"), "Generate.generatorOutput")
-            for _, eid in generated:
-                self.defs[eid] = set(sources)
-            return outs[0] + generated
-        if short == "Expand":
-            output = self.named_list(obj.get("output"), "Expand.output")
-            for row in obj.get("projections") or []:
-                for (_, eid), flat in zip(output, _trees(row), strict=False):
-                    self.defs.setdefault(eid, set()).update(self.refs(_build(flat, "Expand.projections")))
-            return output
-        if short == "Union":
-            first = outs[0]
-            for other in outs[
-                1:
-            ]:  # Union's output keeps the first branch's exprIds; later branches add to them
-                for (_, eid), (_, oid) in zip(first, other, strict=False):
-                    if eid != oid:
-                        self.defs.setdefault(eid, set()).add(("id", oid))
-            return first
-        if short == "CTERelationDef":
-            self.cte_outputs[int(obj.get("id", -1))] = [eid for _, eid in outs[0]]
-        if short == "CTERelationRef":
-            cte = int(obj.get("cteId", -1))
-            output = self.named_list(obj.get("output"), "CTERelationRef.output")
-            # The first reference of a CTE may keep the definition's exprIds: add the link, never replace.
-            for i, (_, eid) in enumerate(output):
-                self.defs.setdefault(eid, set()).add(("cte", cte, i))
-            return output
-        if short == "WithCTE":
-            return outs[-1]  # children: the CTE definitions, then the main query
-        if short in {"Filter", "Sort", "Deduplicate", "DeduplicateWithinWatermark"}:
-            self.dep_fields(node, "condition", "order", "keys")
+        step = _STEPS.get(short)
+        if step is not None:
+            return step(self, node, outs)
         if short in _PASS_THROUGH:
             return outs[0] if outs else []
-        # Anything else: follow its aliases, count its other expressions as dependencies, pass the child through.
+        return self.generic(node, outs)
+
+    def relation(self, node: _Node, table_hint: str | None) -> list[tuple[str, int]]:
+        """A leaf relation: its output attributes are the columns of the table it names."""
+        short, obj = node.short, node.obj
+        table = (
+            table_name(obj.get("catalogTable"))
+            or table_name(obj.get("tableMeta"))
+            or table_name(obj.get("identifier"))
+            or table_hint
+            or f"<{short}>"
+        )
+        self.tables.add(table)
+        keys = ("output",) if "output" in obj else ("dataCols", "partitionCols")
+        output = [a for k in keys for a in self.named_list(obj.get(k), f"{short}.{k}")]
+        for name, eid in output:
+            self.defs[eid] = {("col", f"{table}.{name.lower()}")}
+        return output
+
+    def generic(self, node: _Node, outs: list) -> list[tuple[str, int]]:
+        """Any other node: follow its aliases, count its other expressions as dependencies, pass the child
+        through."""
+        short = node.short
         self.unknown.add(short)
-        for key, value in obj.items():
+        for key, value in node.obj.items():
             if key in _STRUCTURAL:
                 continue
             for flat in _trees(value):
@@ -413,6 +285,77 @@ class _Walk:
                     self.named(flat, f"{short}.{key}")
                 elif tree.is_expression:
                     self.deps |= self.refs(tree)
+        return outs[0] if outs else []
+
+    # One step per plan node class that defines, maps or steers columns: (walk, node, its children's outputs) ->
+    # the node's output. Nodes that only pass their child through are `_PASS_THROUGH`.
+    def _project(self, node: _Node, outs: list) -> list[tuple[str, int]]:
+        return self.named_list(node.obj.get("projectList"), "Project.projectList")
+
+    def _aggregate(self, node: _Node, outs: list) -> list[tuple[str, int]]:
+        self.dep_fields(node, "groupingExpressions")
+        return self.named_list(node.obj.get("aggregateExpressions"), "Aggregate.aggregateExpressions")
+
+    def _window(self, node: _Node, outs: list) -> list[tuple[str, int]]:
+        self.dep_fields(node, "partitionSpec", "orderSpec")
+        return outs[0] + self.named_list(node.obj.get("windowExpressions"), "Window.windowExpressions")
+
+    def _join(self, node: _Node, outs: list) -> list[tuple[str, int]]:
+        self.dep_fields(node, "condition")
+        join_type = json.dumps(node.obj.get("joinType", ""))
+        if "LeftSemi" in join_type or "LeftAnti" in join_type or "ExistenceJoin" in join_type:
+            return outs[0]
+        return outs[0] + outs[1]
+
+    def _generate(self, node: _Node, outs: list) -> list[tuple[str, int]]:
+        sources = set()
+        for flat in _trees(node.obj.get("generator")):
+            sources |= self.refs(_build(flat, "Generate.generator"))
+        generated = self.named_list(node.obj.get("generatorOutput"), "Generate.generatorOutput")
+        for _, eid in generated:
+            self.defs[eid] = set(sources)
+        return outs[0] + generated
+
+    def _expand(self, node: _Node, outs: list) -> list[tuple[str, int]]:
+        output = self.named_list(node.obj.get("output"), "Expand.output")
+        for row in node.obj.get("projections") or []:
+            for (_, eid), flat in zip(output, _trees(row), strict=False):
+                self.defs.setdefault(eid, set()).update(self.refs(_build(flat, "Expand.projections")))
+        return output
+
+    def _union(self, node: _Node, outs: list) -> list[tuple[str, int]]:
+        first = outs[0]
+        # Union's output keeps the first branch's exprIds; later branches add to them.
+        for other in outs[1:]:
+            for (_, eid), (_, oid) in zip(first, other, strict=False):
+                if eid != oid:
+                    self.defs.setdefault(eid, set()).add(("id", oid))
+        return first
+
+    def _cte_def(self, node: _Node, outs: list) -> list[tuple[str, int]]:
+        self.cte_outputs[int(node.obj.get("id", -1))] = [eid for _, eid in outs[0]]
+        return outs[0]
+
+    def _cte_ref(self, node: _Node, outs: list) -> list[tuple[str, int]]:
+        cte = int(node.obj.get("cteId", -1))
+        output = self.named_list(node.obj.get("output"), "CTERelationRef.output")
+        # The first reference of a CTE may keep the definition's exprIds: add the link, never replace.
+        for i, (_, eid) in enumerate(output):
+            self.defs.setdefault(eid, set()).add(("cte", cte, i))
+        return output
+
+    def _with_cte(self, node: _Node, outs: list) -> list[tuple[str, int]]:
+        return outs[-1]  # children: the CTE definitions, then the main query
+
+    def _view(self, node: _Node, outs: list) -> list[tuple[str, int]]:
+        view = table_name(node.obj.get("desc"))
+        if view:
+            self.views.add(view)
+        return outs[0] if outs else []
+
+    def _steering(self, node: _Node, outs: list) -> list[tuple[str, int]]:
+        """Filter, Sort, Deduplicate: the child's rows, their condition / order / keys as dependencies."""
+        self.dep_fields(node, "condition", "order", "keys")
         return outs[0] if outs else []
 
     # ---------------------------------------------------------------- resolution
@@ -436,6 +379,25 @@ class _Walk:
         active.discard(eid)
         memo[eid] = frozenset(result)
         return memo[eid]
+
+
+_STEPS = {
+    "Project": _Walk._project,
+    "Aggregate": _Walk._aggregate,
+    "Window": _Walk._window,
+    "Join": _Walk._join,
+    "Generate": _Walk._generate,
+    "Expand": _Walk._expand,
+    "Union": _Walk._union,
+    "CTERelationDef": _Walk._cte_def,
+    "CTERelationRef": _Walk._cte_ref,
+    "WithCTE": _Walk._with_cte,
+    "View": _Walk._view,
+    "Filter": _Walk._steering,
+    "Sort": _Walk._steering,
+    "Deduplicate": _Walk._steering,
+    "DeduplicateWithinWatermark": _Walk._steering,
+}
 
 
 def plan_lineage(plan: str | list) -> ObservedLineage:
