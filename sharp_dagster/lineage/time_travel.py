@@ -51,7 +51,10 @@ def teach(dialect: Dialect) -> Dialect:
     return dialect
 
 
-_MAY_TRAVEL = re.compile(r"\bAS\s+OF\b|\bSYSTEM_TIME\b", re.IGNORECASE)
+# Text without any of these holds no time-travel clause (every phrase of `VERSION_PHRASES` has one of them).
+_MAY_TRAVEL = re.compile(
+    r"\bAS\s+OF\b|\bSYSTEM_(TIME|VERSION)\b|\bFOR\s+(VERSION|TIMESTAMP|SYSTEM)\b", re.IGNORECASE
+)
 
 
 def misuse(statements: Iterable[exp.Expression], sql: str) -> tuple[str, int, int] | None:

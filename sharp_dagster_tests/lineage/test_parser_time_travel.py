@@ -148,6 +148,10 @@ def test_project_graph_of_tagged_reads_is_the_graph_of_plain_reads():
         ),
         ("FOR SYSTEM_TIME AS OF", "time travel of ods.orders: `AS OF` names no timestamp"),
         (
+            "FOR VERSION FROM 1 TO 3",
+            "time travel of ods.orders: Spark travels to one version (`AS OF`), not `FROM`",
+        ),
+        (
             "FOR SYSTEM_TIME BETWEEN '2024-01-01' AND '2024-01-02'",
             "time travel of ods.orders: Spark travels to one timestamp (`AS OF`), not `BETWEEN`",
         ),
