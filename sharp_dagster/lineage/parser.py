@@ -330,16 +330,15 @@ def parse_script(
         finally:
             _quiet.on = False
         live = [s for s in statements if s is not None]
-        bad = misuse(live, sql) if name == "spark" else None
-        if bad is not None:
-            release(live)
-            raise LineageParseError(*bad)
         script = ScriptTables(name, schema, case_sensitive)
         reader = StatementReader(script, _dialect(name))
         last = len(live) - 1
         try:
             for i, st in enumerate(live):
                 reader.statement(st, default_target if i == last else None)
+            bad = misuse(reader.walker.travels) if name == "spark" else None
+            if bad is not None:
+                raise LineageParseError(*bad)
         finally:
             release(live)
         return _result(script, started, reader.walker.unresolved)

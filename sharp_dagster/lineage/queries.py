@@ -59,6 +59,7 @@ class QueryWalker(SourceReader):
         self.table_name = script.table_name
         self.resolve_table = script.resolve_table
         self.unresolved: set[str] = set()  # unqualified columns more than one schema-less source might hold
+        self.travels: list[exp.Table] = []  # tables read with a time-travel clause (`time_travel.misuse`)
         # How the value being walked is computed: bits of the columns it reads (`relations` docstring) and the
         # sources they read only in conditions; `value` sets and reads them around each walk.
         self.kinds_seen = 0

@@ -37,9 +37,11 @@ _LATERAL_DEFAULTS = {"explode": ["col"], "posexplode": ["pos", "col"], "inline":
 
 class SourceReader:
     """Adds a query's FROM sources to its scope; the query walk (`QueryWalker`) it is part of supplies `norm`,
-    `table_name`, `resolve_table` and the walk's `query`, `walk` and `steer`."""
+    `table_name`, `resolve_table`, `travels` (the time-travel reads seen) and the walk's `query`, `walk` and
+    `steer`."""
 
     norm: Any
+    travels: list[exp.Table]
     table_name: Any
     resolve_table: Any
     query: Any
@@ -92,6 +94,10 @@ class SourceReader:
                 self.join(scope, j, rel)
             return
         if t is exp.Table:
+            if node.args.get("version") is not None:
+                self.travels.append(
+                    node
+                )  # read as the table itself; checked at the script's end (time_travel)
             name = self.table_name(node)
             alias = node.args.get("alias")
             alias_name = norm(alias.name) if alias is not None and alias.name else norm(node.name)

@@ -24,7 +24,6 @@ parses more of Spark's grammar and nothing it parsed before differently.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from sqlglot import exp
@@ -51,30 +50,20 @@ def teach(dialect: Dialect) -> Dialect:
     return dialect
 
 
-# Text without any of these holds no time-travel clause (every phrase of `VERSION_PHRASES` has one of them).
-_MAY_TRAVEL = re.compile(
-    r"\bAS\s+OF\b|\bSYSTEM_(TIME|VERSION)\b|\bFOR\s+(VERSION|TIMESTAMP|SYSTEM)\b", re.IGNORECASE
-)
+def misuse(tables: Iterable[exp.Table]) -> tuple[str, int, int] | None:
+    """The first of `tables` (read with a time-travel clause, in the order the walk met them) whose clause Spark
+    would refuse, as (message, line, column of the table's name); or None.
 
-
-def misuse(statements: Iterable[exp.Expression], sql: str) -> tuple[str, int, int] | None:
-    """The first time-travel clause Spark would refuse, as (message, line, column of its table's name); or None.
-
-    Only scripts whose text could hold a clause are walked (most hold none: the walk would cost them for nothing).
-    """
-    if not _MAY_TRAVEL.search(sql):
-        return None
-    for statement in statements:
-        for version in statement.find_all(exp.Version):
-            problem = _problem(version)
-            if problem is not None:
-                table = version.parent
-                is_table = isinstance(table, exp.Table)
-                name = ".".join(p.name for p in table.parts) if is_table else "a table"
-                meta = table.parts[0].meta if is_table else {}
-                line = int(meta.get("line") or 1)
-                col = int(meta.get("col") or 1) - int(meta.get("end", 0)) + int(meta.get("start", 0))
-                return f"time travel of {name}: {problem}", line, max(col, 1)
+    The walk collects them (`sources.SourceReader.add_source`) rather than this module searching the script: a
+    search of the text or the tree would cost every script, most of which travel nowhere."""
+    for table in tables:
+        problem = _problem(table.args["version"])
+        if problem is not None:
+            name = ".".join(p.name for p in table.parts)
+            meta = table.parts[0].meta
+            line = int(meta.get("line") or 1)
+            col = int(meta.get("col") or 1) - int(meta.get("end", 0)) + int(meta.get("start", 0))
+            return f"time travel of {name}: {problem}", line, max(col, 1)
     return None
 
 
