@@ -46,7 +46,8 @@ from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 
 from sharp_dagster.dqc.compiler import compile_rules
-from sharp_dagster.dqc.rules import Rule, build_rule
+from sharp_dagster.dqc.rule_validation import build_rule
+from sharp_dagster.dqc.rules import Rule
 from sharp_dagster.dqc.runner import RuleRunner, schema_of
 from sharp_dagster.settings import Settings
 from sharp_dagster.spark.iceberg import warehouse_tables

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from dagster import AssetCheckSpec, AssetKey
 
-from sharp_dagster.dqc.rules import Rule, load_rules
+from sharp_dagster.dqc.rule_files import load_rules
+from sharp_dagster.dqc.rules import Rule
 from sharp_dagster.naming import key_str
 from sharp_dagster.warehouse.catalog import WarehouseCatalog, WarehouseDefinitionError
 from sharp_dagster.warehouse.dependencies import TableDeps

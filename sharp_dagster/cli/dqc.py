@@ -58,7 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def known_assets(rules_dir: Path) -> set[str]:
     """Assets named by rule files or defined by the warehouse's SQL files (best effort: both may be absent)."""
-    from sharp_dagster.dqc.rules import RuleError, parse_rule_file, rule_files
+    from sharp_dagster.dqc.rule_files import parse_rule_file, rule_files
+    from sharp_dagster.dqc.rules import RuleError
 
     names: set[str] = set()
     if rules_dir.exists():
@@ -102,7 +103,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_rules(args: argparse.Namespace) -> int:
     from sharp_dagster.dqc.compiler import explain_rules
-    from sharp_dagster.dqc.rules import RuleError, load_rules
+    from sharp_dagster.dqc.rule_files import load_rules
+    from sharp_dagster.dqc.rules import RuleError
 
     folder = rules_dir(args)
     if not folder.is_dir():

@@ -2,9 +2,11 @@
 
 Plain Python + PySpark + SQLAlchemy, no Dagster import. Where things are decided:
 
-- `templates.py`: what each rule template measures (its SQL); `params.py`: how parameters are validated and
-  rendered; `quoting.py`: literals, identifiers and placeholders in SQL text; `errors.py`: `ParamError`;
-- `rules.py`: the YAML rule format, `load_rules` (all validation), rule version hashes; `context.py`: the run
+- `templates.py`: the catalogue of rule templates; `builders.py`: the SQL each template builds; `params.py`: how
+  parameters are validated and rendered; `quoting.py`: literals, identifiers and placeholders in SQL text;
+  `errors.py`: `ParamError`;
+- `rules.py`: the YAML rule format, what a validated `Rule` is, rule version hashes; `rule_validation.py`: the
+  checks of one rule (`build_rule`); `rule_files.py`: reading rule files, `load_rules`; `context.py`: the run
   context (`RuleContext`) and its placeholder values;
 - what a `custom_sql` rule may run: `plan_guard.py` (the verdict, on Spark's own plan of it, against
   `allowlist.py`), `sqlguard.py` (the early sqlglot check at load), `spark_check.py` (`dqc rules --spark`);
@@ -25,7 +27,7 @@ _EXPORTS = {
     "Rule": "rules",
     "RuleContext": "context",
     "RuleError": "rules",
-    "load_rules": "rules",
+    "load_rules": "rule_files",
     "rules_for": "rules",
     "TEMPLATES": "templates",
     "compile_rules": "compiler",

@@ -17,7 +17,7 @@ prints it for debugging.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sharp_dagster.dqc.context import RuleContext
@@ -41,6 +41,8 @@ class CompiledRule:
     reference: str | None = None  # reconciliation: the other side's scalar
     failing_rows: str | None = None  # sample of failing rows' keys, run only when the rule failed
     error: str | None = None  # the rule could not be compiled; it fails with this message
+    # The run-time values its SQL was filled with (the plan guard judges a custom SQL's shape once per run by them).
+    values: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,7 @@ def _compile(rules: list[Rule], view: str, base_values: Mapping[str, str]) -> Co
                 query=_fill(rule.sql.query, values),
                 reference=_fill(rule.sql.reference, values) if _uses_reference(rule) else None,
                 failing_rows=_fill(rule.sql.failing_rows, values),
+                values=values,
             )
         except CompileError as exc:
             compiled.append(CompiledRule(rule=rule, alias=None, error=f"cannot compile: {exc}"))

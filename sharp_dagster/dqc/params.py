@@ -5,7 +5,7 @@ Rendering happens in two phases so that nothing a rule author writes reaches Spa
 1. At load time (`validate_params`, then `render`) every parameter is validated for its type and rendered to a SQL
    fragment: identifiers must match `^[A-Za-z_][A-Za-z0-9_]*$` *and* exist in the table's schema, and are
    back-quoted; strings and regexes become escaped literals (see `quoting.sql_string`); numbers are re-printed from
-   floats. The template's builder (`Template.build`) makes the rule's SQL (`RuleSql`) from those fragments; it still
+   floats. The template's builder (`builders.py`) makes the rule's SQL (`RuleSql`) from those fragments; it still
    holds the run-time placeholders of `CONTEXT_VARIABLES`.
 2. At run time the compiler fills those from the run's context (`${table}` is the partition's view; `${dt}`,
    `${partition}`, `${DATA_RANGE_START}`, `${DATA_RANGE_END}` are values checked against a safe character set).
@@ -17,14 +17,11 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sharp_dagster.dqc.errors import ParamError
 from sharp_dagster.dqc.quoting import IDENTIFIER, format_number, quote_ident, quote_table, sql_string
 from sharp_dagster.dqc.sqlguard import DATA_SOURCES
-
-if TYPE_CHECKING:  # validate_params and render read a template's parameter specs
-    from sharp_dagster.dqc.templates import Template
 
 NUMERIC_TYPES = (
     "tinyint",
@@ -66,6 +63,17 @@ class ParamSpec:
     of_table: str | None = None
     types: tuple[str, ...] = ()  # accepted column types (prefix match); empty = any
     doc: str = ""
+
+
+class Parameterised(Protocol):
+    """What checking and rendering read of a template (`templates.Template` is one): its name, for messages, and
+    its parameter specs for the values given (a fluctuation rule's specs depend on its `base`). Named here so that
+    this module, which the catalogue imports for `ParamSpec`, need not import the catalogue back."""
+
+    @property
+    def name(self) -> str: ...
+
+    def param_specs(self, raw: Mapping[str, Any]) -> tuple[ParamSpec, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -138,7 +146,9 @@ def _string(spec: ParamSpec, value: Any) -> str:
     return value
 
 
-def validate_params(template: Template, raw: Mapping[str, Any] | None, schemas: Schemas) -> dict[str, Any]:
+def validate_params(
+    template: Parameterised, raw: Mapping[str, Any] | None, schemas: Schemas
+) -> dict[str, Any]:
     """Check `raw` against the template's parameters; return normalised values (defaults filled in)."""
     raw = dict(raw or {})
     specs = template.param_specs(raw)
@@ -196,7 +206,7 @@ def validate_params(template: Template, raw: Mapping[str, Any] | None, schemas: 
     return out
 
 
-def render(template: Template, params: Mapping[str, Any]) -> dict[str, str]:
+def render(template: Parameterised, params: Mapping[str, Any]) -> dict[str, str]:
     """SQL fragments for the validated parameters, by name."""
     frags: dict[str, str] = {}
     for spec in template.param_specs(params):

@@ -14,7 +14,8 @@ the other. So before a rule's query runs, this module judges exactly the text Sp
    every leaf relation the staged view, a CTE, or a declared table (an Iceberg/catalog table, not a view).
 
 Anything else is refused with a `SqlRejected` naming it and its line in the SQL. The verdict is cached per
-rendered SQL (the staged view's random name taken out) and declared tables, so each rule is judged once per run.
+rendered SQL (the staged view's random name taken out) and declared tables, so each rendered text is judged once per
+run; `plan_shape.py` judges a rule once per run, not once per partition, where its shape allows that soundly.
 
 Defence in depth: `confined(spark)` sets `spark.sql.runSQLOnFiles=false` (no `parquet.`/path`` relations) and
 `spark.sql.variable.substitute=false` (no `${...}` expanded by Spark) while rules are judged and run, and restores
@@ -158,11 +159,11 @@ def _first_line(exc: BaseException) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ the walk
-def _seq(seq) -> list[Any]:
+def seq_items(seq) -> list[Any]:
     return [seq.apply(i) for i in range(seq.length())]
 
 
-def _class(obj) -> str:
+def class_of(obj) -> str:
     return obj.getClass().getName()
 
 
@@ -205,7 +206,7 @@ class _Walker:
         first = True
         while stack:
             node, scope = stack.pop()
-            cls = _class(node)
+            cls = class_of(node)
             if analysed:
                 if self._analysed_leaf(node, cls):
                     continue
@@ -223,9 +224,9 @@ class _Walker:
                     message = f"custom sql may not use {name} ({al.short(cls)}): {al.node_reason(cls)}"
                 raise SqlRejected(message, _line(node), name)
             first = False
-            for expr in _seq(node.expressions()):
+            for expr in seq_items(node.expressions()):
                 self._expression(expr, scope, stack, analysed)
-            for child in (*_seq(node.children()), *_seq(node.innerChildren())):
+            for child in (*seq_items(node.children()), *seq_items(node.innerChildren())):
                 stack.append((child, scope))
 
     # -- parsed plan: CTE scopes, relation names, table functions
@@ -234,7 +235,7 @@ class _Walker:
             if _recursive(node):
                 raise SqlRejected("custom sql may not use WITH RECURSIVE", _line(node), "recursive")
             inner = scope
-            for pair in _seq(node.cteRelations()):
+            for pair in seq_items(node.cteRelations()):
                 # A CTE sees the ones defined before it (and the enclosing scopes), not itself or later ones.
                 stack.append((pair._2(), inner))
                 inner = inner | {str(pair._1()).lower()}
@@ -244,7 +245,7 @@ class _Walker:
             self._relation(node, scope)
             return True
         if cls == _TVF:
-            name = ".".join(str(p) for p in _seq(node.name()))
+            name = ".".join(str(p) for p in seq_items(node.name()))
             if name.lower() not in al.TABLE_FUNCTIONS:
                 raise SqlRejected(
                     f"custom sql may not read from the table function {name}() (allowed: "
@@ -252,13 +253,13 @@ class _Walker:
                     _line(node),
                     name,
                 )
-            for expr in _seq(node.expressions()):
+            for expr in seq_items(node.expressions()):
                 self._expression(expr, scope, stack, False)
             return True
         return False
 
     def _relation(self, node, scope: frozenset[str]) -> None:
-        parts = [str(p) for p in _seq(node.multipartIdentifier())]
+        parts = [str(p) for p in seq_items(node.multipartIdentifier())]
         shown = ".".join(f"`{p}`" if not p.replace("_", "a").isalnum() else p for p in parts)
         low = [p.lower() for p in parts]
         if node.isStreaming() or not node.options().isEmpty():
@@ -303,7 +304,7 @@ class _Walker:
         todo = [root]
         while todo:
             expr = todo.pop()
-            cls = _class(expr)
+            cls = class_of(expr)
             if cls not in _EXPRESSIONS:
                 name = _pretty(expr)
                 raise SqlRejected(
@@ -313,10 +314,10 @@ class _Walker:
                 self._function(expr)
             if cls in _SUBQUERIES:
                 stack.append((expr.plan(), scope))
-            todo.extend(_seq(expr.children()))
+            todo.extend(seq_items(expr.children()))
 
     def _function(self, expr) -> None:
-        parts = [str(p) for p in _seq(expr.nameParts())]
+        parts = [str(p) for p in seq_items(expr.nameParts())]
         name = ".".join(parts)
         cls = _builtin_class(self.jvm, parts[0].lower()) if len(parts) == 1 else None
         if cls is not None and (cls in _EXPRESSIONS or cls in _BUILDERS):

@@ -38,52 +38,29 @@ the rule's query first runs (`sharp_dagster.dqc.plan_guard`).
 `description` to the template's description. `reconciliation` and `fluctuation` compute their own expectation (`tolerance` param; history bounds), so they
 take no `expect` / `comparator`.
 
-`load_rules` raises `RuleError` naming the file and the rule id for every mistake it can see: unknown asset,
-column, table, template, comparator, bad severity/dimension, missing or unknown param, a parameter that is not
-a plain identifier where one is needed. Nothing of a rule reaches Spark before it has passed here.
+`rule_files.load_rules` raises `RuleError` naming the file and the rule id for every mistake it can see (the checks
+are `rule_validation.build_rule`): unknown asset, column, table, template, comparator, bad severity/dimension,
+missing or unknown param, a parameter that is not a plain identifier where one is needed. Nothing of a rule reaches
+Spark before it has passed there. This module holds what a validated rule is (`Rule`), its version hash and where
+it sits in its file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from sharp_dagster.dqc.builders import RuleSql
 from sharp_dagster.dqc.errors import ParamError
-from sharp_dagster.dqc.params import COLUMNS, ParamSpec, Schemas, check_column, render, validate_params
-from sharp_dagster.dqc.quoting import CONTEXT_VARIABLES, IDENTIFIER, INTERNAL_VARIABLES, fill
-from sharp_dagster.dqc.sqlguard import check_custom_sql, check_declared_table
-from sharp_dagster.dqc.templates import RuleSql, Template, get_template
-from sharp_dagster.naming import qualified
+from sharp_dagster.dqc.templates import Template, get_template
 
 COMPARATORS = (">", ">=", "=", "!=", "<=", "<", "between")
 SEVERITIES = ("strong", "weak")
 DIMENSIONS = ("accuracy", "completeness", "timeliness", "uniqueness", "validity", "consistency")
-RULE_KEYS = frozenset(
-    {
-        "id",
-        "asset",
-        "template",
-        "params",
-        "expect",
-        "comparator",
-        "severity",
-        "dimension",
-        "description",
-        "sample_key",
-        "sample_limit",
-        "reads",
-    }
-)
-FILE_KEYS = ("asset", "reads", "rules")
-ASSET_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 class RuleError(ValueError):
@@ -167,15 +144,15 @@ def rule_version(
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-# ------------------------------------------------------------------------------------------------ loading
+# ------------------------------------------------------------------------------------------------ where it sits
 def locate(rule: Rule, exc: ParamError) -> str:
     """`file:line` (or the file) of what a check of the rule's rendered SQL refused: Spark's plan carries the
     line within the SQL, which beats a search for the token (that may stand in a comment before it)."""
-    line = _file_line(rule.lines, rule.source, exc, sql_line_first=True)
+    line = file_line(rule.lines, rule.source, exc, sql_line_first=True)
     return f"{rule.source}:{line}" if line else rule.source
 
 
-def _file_line(
+def file_line(
     lines: SourceLines | None, source: str, exc: ParamError, sql_line_first: bool = False
 ) -> int | None:
     """The file line of what a custom SQL check refused: the line of its token inside the rule, else the SQL's
@@ -199,305 +176,6 @@ def _file_line(
     if lines.sql and sql_line:
         return lines.sql + sql_line - 1
     return start
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            return None
-    if isinstance(value, int | float) and math.isfinite(value):
-        return value
-    return None
-
-
-def known_table_schemas(
-    schemas: Mapping[str, Mapping[str, str]] | None,
-    known_tables: Mapping[str, Mapping[str, str] | None] | Iterable[str] | None,
-) -> dict[str, Mapping[str, str] | None] | None:
-    if schemas is None and known_tables is None:
-        return None
-    tables: dict[str, Mapping[str, str] | None] = {}
-    # Every asset with a schema is a table `db.name` too (asset `dwd/order_detail` = table `dwd.order_detail`).
-    for asset, cols in (schemas or {}).items():
-        tables[qualified(asset)] = cols
-    if isinstance(known_tables, Mapping):
-        tables.update(known_tables)
-    elif known_tables is not None:
-        for name in known_tables:
-            tables.setdefault(name, None)
-    return tables
-
-
-def build_rule(
-    raw: Mapping[str, Any],
-    schemas: Mapping[str, Mapping[str, str]] | None,
-    tables: Mapping[str, Mapping[str, str] | None] | None,
-    source: str = "<memory>",
-    lines: SourceLines | None = None,
-) -> Rule:
-    """Validate one rule mapping; `schemas=None` skips asset/column existence checks (listing only).
-
-    `lines` (from `parse_rule_file_lines`) puts the file's line into the error of a refused custom SQL.
-    """
-    rid = raw.get("id")
-    where = f"{source}: rule {rid!r}"
-
-    def fail(msg: str) -> RuleError:
-        return RuleError(f"{where}: {msg}")
-
-    if not isinstance(rid, str) or not IDENTIFIER.match(rid):
-        raise fail("'id' must be a plain identifier (letters, digits, _), it becomes a SQL alias")
-    unknown = sorted(set(raw) - RULE_KEYS)
-    if unknown:
-        raise fail(f"unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(RULE_KEYS))})")
-    asset = raw.get("asset")
-    if not isinstance(asset, str) or not ASSET_KEY.match(asset):
-        raise fail(f"'asset' must be an asset key like dwd/order_detail, got {asset!r}")
-    where = f"{source}: rule {rid!r} (asset {asset})"
-    if schemas is not None and asset not in schemas:
-        raise fail(f"unknown asset {asset!r} (known: {', '.join(sorted(schemas)) or '(none)'})")
-    try:
-        template = get_template(str(raw.get("template")))
-    except ParamError as exc:
-        raise fail(str(exc)) from None
-
-    severity = raw.get("severity", "weak")
-    if severity not in SEVERITIES:
-        raise fail(f"severity must be one of {', '.join(SEVERITIES)}, got {severity!r}")
-    dimension = raw.get("dimension", template.dimension)
-    if dimension not in DIMENSIONS:
-        raise fail(f"dimension must be one of {', '.join(DIMENSIONS)}, got {dimension!r}")
-
-    try:
-        reads = _reads(raw.get("reads"), tables)
-    except ParamError as exc:
-        raise fail(str(exc)) from None
-
-    cols = schemas.get(asset) if schemas is not None else None
-    raw_params = raw.get("params") or {}
-    if not isinstance(raw_params, Mapping):
-        raise fail(f"'params' must be a mapping, got {raw_params!r}")
-    try:
-        params = validate_params(template, raw_params, Schemas(columns=cols, tables=tables))
-        sample_key = _sample_key(raw.get("sample_key"), cols) or template.default_sample_key(params)
-        sql = template.build(params, render(template, params), sample_key, cols)
-        keep = CONTEXT_VARIABLES | INTERNAL_VARIABLES
-        sql = RuleSql(**{k: fill(v, {}, keep) for k, v in sql.pieces().items()})
-    except ParamError as exc:
-        raise fail(str(exc)) from None
-    if template.name == "custom_sql":
-        try:
-            check_custom_sql(params["sql"], reads)
-        except ParamError as exc:
-            line = _file_line(lines, source, exc)
-            at = f"{source}:{line}" if line else source
-            raise RuleError(f"{at}: rule {rid!r} (asset {asset}): {exc}") from None
-
-    comparator, expect = _expectation(raw, template, fail)
-    limit = raw.get("sample_limit")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise fail(f"sample_limit must be a non-negative integer, got {limit!r}")
-    if lines is not None and lines.sql and template.name == "custom_sql":
-        # The rendered SQL is the text stripped (templates.py): count its lines from its first non-blank one.
-        text = str(params["sql"])
-        lines = SourceLines(
-            lines.rule, lines.end, lines.sql + text[: len(text) - len(text.lstrip())].count("\n")
-        )
-    description = raw.get("description") or template.description
-    return Rule(
-        id=rid,
-        asset=asset,
-        template=template.name,
-        params=params,
-        comparator=comparator,
-        expect=expect,
-        severity=severity,
-        dimension=dimension,
-        description=str(description),
-        sample_key=tuple(sample_key),
-        sample_limit=limit,
-        sql=sql,
-        source=source,
-        version=rule_version(template, sql, params, expect, comparator, severity),
-        reads=reads,
-        lines=lines,
-    )
-
-
-def _reads(value: Any, tables: Mapping[str, Mapping[str, str] | None] | None) -> tuple[str, ...]:
-    """The `reads:` declaration: a list of db.table names, each a known table when known tables are given."""
-    if value is None:
-        return ()
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list | tuple):
-        raise ParamError(f"'reads' must be a list of tables db.table, got {value!r}")
-    out = []
-    for item in items:
-        name = check_declared_table(item)
-        if tables is not None and name not in tables:
-            known = ", ".join(sorted(tables)) or "(none)"
-            raise ParamError(f"'reads' names unknown table {name!r} (known tables: {known})")
-        out.append(name)
-    return tuple(dict.fromkeys(out))
-
-
-def _sample_key(value: Any, cols: Mapping[str, str] | None) -> list[str]:
-    if value is None:
-        return []
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list | tuple) or not items:
-        raise ParamError(f"sample_key must be a column or a list of columns, got {value!r}")
-    spec = ParamSpec("sample_key", COLUMNS)
-    return [check_column(spec, v, cols, "the asset") for v in items]
-
-
-def _expectation(raw: Mapping[str, Any], template: Template, fail) -> tuple[str, Any]:
-    has_expect, has_comp = "expect" in raw, "comparator" in raw
-    if template.mode in ("reconcile", "fluctuation"):
-        if has_expect or has_comp:
-            what = "its 'tolerance' param" if template.mode == "reconcile" else "the rule's own history"
-            raise fail(
-                f"template {template.name} takes no expect/comparator: the expectation comes from {what}"
-            )
-        return ("<=", None) if template.mode == "reconcile" else ("between", None)
-    if not has_comp:
-        raise fail(f"missing 'comparator' (one of {' '.join(COMPARATORS)})")
-    comparator = raw["comparator"]
-    if comparator not in COMPARATORS:
-        raise fail(f"unknown comparator {comparator!r} (one of {' '.join(COMPARATORS)})")
-    if not has_expect:
-        raise fail("missing 'expect'")
-    value = raw["expect"]
-    if comparator == "between":
-        if not isinstance(value, list | tuple) or len(value) != 2:
-            raise fail(f"'between' needs expect: [low, high], got {value!r}")
-        low, high = _number(value[0]), _number(value[1])
-        if low is None or high is None or low > high:
-            raise fail(f"'between' needs two numbers low <= high, got {value!r}")
-        return comparator, (low, high)
-    number = _number(value)
-    if number is None:
-        raise fail(f"'expect' must be a number for comparator {comparator}, got {value!r}")
-    return comparator, number
-
-
-class _RuleLoader(yaml.SafeLoader):
-    """SafeLoader that reads a bare `=` as the string "=" (YAML 1.1 makes it a 'value' tag PyYAML rejects)."""
-
-
-_RuleLoader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
-
-
-def parse_rule_file(path: Path) -> list[dict[str, Any]]:
-    """The raw rule mappings of one YAML file, with the file-wide `asset` and `reads` applied."""
-    return [raw for raw, _ in parse_rule_file_lines(path)]
-
-
-def _lines_of(node: Any) -> list[SourceLines]:
-    """SourceLines of each rule mapping of a composed rule file (a sequence, or a mapping with `rules`)."""
-    if isinstance(node, yaml.MappingNode):
-        node = next((v for k, v in node.value if getattr(k, "value", None) == "rules"), None)
-    if not isinstance(node, yaml.SequenceNode):
-        return []
-    out = []
-    for item in node.value:
-        sql = None
-        if isinstance(item, yaml.MappingNode):
-            params = next((v for k, v in item.value if getattr(k, "value", None) == "params"), None)
-            if isinstance(params, yaml.MappingNode):
-                sql = next((v for k, v in params.value if getattr(k, "value", None) == "sql"), None)
-        first_sql = None
-        if isinstance(sql, yaml.ScalarNode):
-            # A block scalar's text starts on the line after its `|` / `>` indicator.
-            first_sql = sql.start_mark.line + (2 if sql.style in ("|", ">") else 1)
-        out.append(SourceLines(item.start_mark.line + 1, item.end_mark.line + 1, first_sql))
-    return out
-
-
-def parse_rule_file_lines(path: Path) -> list[tuple[dict[str, Any], SourceLines | None]]:
-    """`parse_rule_file` with where each rule sits in the file."""
-    try:
-        loader = _RuleLoader(path.read_text(encoding="utf-8"))  # a SafeLoader subclass
-        try:
-            node = loader.get_single_node()
-            doc = None if node is None else loader.construct_document(node)
-        finally:
-            loader.dispose()
-    except OSError as exc:
-        raise RuleError(f"{path}: cannot read: {exc}") from None
-    except yaml.YAMLError as exc:
-        hint = ' (quote comparators in YAML: comparator: ">=")'
-        raise RuleError(f"{path}: not valid YAML: {exc}{hint}") from None
-    default_asset = default_reads = None
-    if doc is None:
-        return []
-    if isinstance(doc, Mapping):
-        extra = sorted(set(doc) - set(FILE_KEYS))
-        if extra:
-            raise RuleError(
-                f"{path}: unknown top-level key(s) {', '.join(extra)} (allowed: {', '.join(FILE_KEYS)})"
-            )
-        default_asset = doc.get("asset")
-        default_reads = doc.get("reads")
-        doc = doc.get("rules") or []
-    if not isinstance(doc, list):
-        raise RuleError(f"{path}: expected a list of rules or a mapping with 'rules'")
-    lines = _lines_of(node)
-    out = []
-    for i, item in enumerate(doc):
-        if not isinstance(item, Mapping):
-            raise RuleError(f"{path}: rule #{i + 1} is not a mapping")
-        item = dict(item)
-        if default_asset is not None:
-            item.setdefault("asset", default_asset)
-        if default_reads is not None:
-            item.setdefault("reads", default_reads)
-        out.append((item, lines[i] if i < len(lines) else None))
-    return out
-
-
-def rule_files(paths: Iterable[str | Path] | str | Path) -> list[Path]:
-    """Expand folders to their `*.yaml` / `*.yml` files (sorted); keep files as given."""
-    if isinstance(paths, str | Path):
-        paths = [paths]
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            files.extend(sorted([*p.glob("*.yaml"), *p.glob("*.yml")]))
-        else:
-            files.append(p)
-    return files
-
-
-def load_rules(
-    paths: Iterable[str | Path] | str | Path,
-    schemas: Mapping[str, Mapping[str, str]] | None,
-    known_tables: Mapping[str, Mapping[str, str] | None] | Iterable[str] | None = None,
-) -> list[Rule]:
-    """Load and validate every rule of the YAML files (folders expand to their *.yaml files).
-
-    `schemas` maps asset key -> {column: Spark type}; `known_tables` lists other tables (`db.table`, optionally
-    with their columns) that referential/reconciliation rules may name; assets in `schemas` count as tables too.
-    Raises `RuleError` at the first invalid rule, naming the file and the rule id.
-    """
-    tables = known_table_schemas(schemas, known_tables)
-    rules: list[Rule] = []
-    seen: dict[tuple[str, str], str] = {}
-    for path in rule_files(paths):
-        for raw, lines in parse_rule_file_lines(path):
-            rule = build_rule(raw, schemas, tables, source=str(path), lines=lines)
-            key = (rule.asset, rule.id)
-            if key in seen:
-                raise RuleError(
-                    f"{path}: rule {rule.id!r} (asset {rule.asset}): duplicate id, first defined in {seen[key]}"
-                )
-            seen[key] = str(path)
-            rules.append(rule)
-    return rules
 
 
 def rules_for(rules: Iterable[Rule], asset: str, severity: str | None = None) -> list[Rule]:

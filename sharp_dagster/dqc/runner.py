@@ -35,7 +35,8 @@ from sharp_dagster.dqc.compiler import (
 )
 from sharp_dagster.dqc.context import RuleContext
 from sharp_dagster.dqc.evaluate import RuleResult, Verdict, judge, judge_error, quality_score
-from sharp_dagster.dqc.plan_guard import check_rendered, confined
+from sharp_dagster.dqc.plan_guard import confined
+from sharp_dagster.dqc.plan_shape import check_rule_query
 from sharp_dagster.dqc.quoting import IDENTIFIER, quote_table
 from sharp_dagster.dqc.rules import Rule, locate
 from sharp_dagster.dqc.sqlguard import SqlRejected
@@ -266,13 +267,15 @@ class RuleRunner:
     # ------------------------------------------------------------------------------------------ internals
     def _compile(self, rules: list[Rule], view: str, ctx: RuleContext) -> CompiledPlan:
         """`compile_rules`, each custom SQL then judged by Spark's own plan of its rendered text
-        (`plan_guard.check_rendered`, once per text): a refused one becomes the rule's error and never runs."""
+        (`plan_shape.check_rule_query`: once per rule in a run where its shape allows, else once per text): a
+        refused one becomes the rule's error and never runs."""
         plan = compile_rules(rules, view, ctx, self.sample_limit)
         items = []
         for item in plan.rules:
             if item.rule.template == "custom_sql" and item.query and not item.error:
                 try:
-                    check_rendered(self.spark, item.query, view, item.rule.reads)
+                    text, values = item.rule.sql.query or "", item.values
+                    check_rule_query(self.spark, item.query, view, item.rule.reads, text, values)
                 except SqlRejected as exc:
                     error = f"{locate(item.rule, exc)}: rule {item.rule.id!r}: custom sql refused: {exc}"
                     item = CompiledRule(rule=item.rule, alias=None, error=error)

@@ -60,7 +60,7 @@ def col(name: str) -> list[Any]:
 
 def make_rule(**raw: Any):
     """A validated rule from keyword fields (asset defaults to the order asset)."""
-    from sharp_dagster.dqc.rules import build_rule, known_table_schemas
+    from sharp_dagster.dqc.rule_validation import build_rule, known_table_schemas
 
     raw.setdefault("asset", ASSET)
     return build_rule(raw, SCHEMAS, known_table_schemas(SCHEMAS, TABLES), source="test")

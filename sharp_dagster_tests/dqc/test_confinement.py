@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from sharp_dagster.dqc import plan_guard
 from sharp_dagster.dqc.plan_guard import CONFINED_CONF, check_rendered, confined, judge
-from sharp_dagster.dqc.rules import RuleError, load_rules
+from sharp_dagster.dqc.rule_files import load_rules
+from sharp_dagster.dqc.rules import RuleError
 from sharp_dagster.dqc.runner import RuleRunner
 from sharp_dagster.dqc.sqlguard import SqlRejected, check_custom_sql
 from sharp_dagster_tests.dqc.conftest import ASSET, SCHEMAS, TABLES

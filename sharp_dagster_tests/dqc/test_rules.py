@@ -9,7 +9,8 @@ import yaml
 
 from sharp_dagster.dqc.context import RuleContext
 from sharp_dagster.dqc.quoting import sql_string
-from sharp_dagster.dqc.rules import COMPARATORS, RuleError, load_rules, rules_for
+from sharp_dagster.dqc.rule_files import load_rules
+from sharp_dagster.dqc.rules import COMPARATORS, RuleError, rules_for
 from sharp_dagster.dqc.templates import TEMPLATES
 from sharp_dagster_tests.dqc.conftest import ASSET, SCHEMAS, TABLES, make_rule
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from sharp_dagster.dqc.compiler import compile_rules
-from sharp_dagster.dqc.rules import RuleError, load_rules
+from sharp_dagster.dqc.rule_files import load_rules
+from sharp_dagster.dqc.rules import RuleError
 from sharp_dagster_tests.dqc.conftest import ASSET, SCHEMAS, TABLES, make_rule
 
 
