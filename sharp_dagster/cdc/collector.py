@@ -121,6 +121,7 @@ class CollectStats:
     stopped_by: str = ""
     start_gtid: str | None = None
     reconnects: int = 0
+    spilled: int = 0  # transactions larger than txn_memory_bytes, held on disk until their commit
     state: CollectorState | None = None
     per_table: dict[str, int] = field(default_factory=dict)
 
@@ -200,6 +201,7 @@ class Collector:
         self._gtids: dict[int, str] = parse_gtid_pos(saved.gtid_pos if saved else None)
         self._group = _Group()
         self._txn.clear()
+        spilled_before = self._txn.transactions_spilled
         self._delivery_errors: list[str] = []
         self._since_flush = 0
         self._last_flush = time.monotonic()
@@ -241,6 +243,7 @@ class Collector:
                 log.error("%d messages still undelivered when the collector stopped", remaining)
             self._producer = None  # librdkafka's threads end with the last reference
         self._stats.stopped_by = stopped_by
+        self._stats.spilled = self._txn.transactions_spilled - spilled_before
         self._stats.state = self._saved
         return self._stats
 

@@ -206,7 +206,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     state = stats.state
     print(
         f"cdc collect {mysql.describe()}: {stats.messages} messages ({stats.row_changes} row changes, "
-        f"{stats.statements} DDL/TRUNCATE, {stats.heartbeats} heartbeats), {stats.commits} commits, "
+        f"{stats.statements} DDL/TRUNCATE, {stats.heartbeats} heartbeats), {stats.commits} commits "
+        f"({stats.spilled} held on disk), "
         f"stopped by {stats.stopped_by}; resume at "
         + (
             f"{state.binlog_file}:{state.binlog_pos} gtid {state.gtid_pos}"
