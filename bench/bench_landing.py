@@ -79,7 +79,7 @@ def messages(n: int) -> list[tuple[int, bytes]]:
             source_id="bench",
             database=DB,
             table=table,
-            es=es,
+            event_ts_ms=es,
             binlog_file="mysql-bin.000001",
             binlog_pos=4 + i * 100,
             gtid=f"0-1-{i}",

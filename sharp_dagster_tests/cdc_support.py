@@ -72,7 +72,7 @@ class CdcFeed:
                 source_id=self.source.source_id,
                 database=self.database,
                 table="",
-                es=day_end,
+                event_ts_ms=day_end,
                 binlog_file=BINLOG_FILE,
                 binlog_pos=0,
             )

@@ -2,18 +2,35 @@
 
 For each configured database, one job-log run `cdc_bootstrap/<database>` (a daily period: the bootstrap's day):
 1. step `position`: the GTID and binlog file + position (`snapshot.read_binlog_position`), recorded in the step's
-   output as JSON `{"gtid": ..., "binlog_file": ..., "binlog_pos": ..., "binlog_seq": ..., "start": ...}`; that is
-   where the collector must start (`cdc collect --start <gtid>`, or `<file>:<pos>` on MySQL), and
-   `bootstrap_position(job_log, database)` reads it back from any machine that reaches the job log;
+   output as JSON `{"gtid": ..., "binlog_file": ..., "binlog_pos": ..., "binlog_seq": ..., "start": ...}` (and,
+   after `force`, `"replaces"`: the job and start of the bootstrap it supersedes); that is where the collector
+   starts (`cdc collect` reads it with `bootstrap_position(job_log, database)` from any machine that reaches the
+   job log, when neither `--start` nor a saved collector position says otherwise);
 2. one step `snapshot/<table>` per table: every shard read over JDBC (in key ranges when large), stamped with the
    position, written as the state partition of the day before the start (`ods_state.<table>`, dt = start - 1);
-   unsharded tables lose the `source_table` column the snapshot adds.
-The start is the server's UTC day when the position was read: the first day the ODS merges, since every change
-after the position lands on or after it. `cdc bootstrap` then writes it into the source YAML (`start:`), which
-is where the CDC assets' first partition comes from.
+   unsharded tables lose the `source_table` column the snapshot adds. A partition it replaces (after `force`, or
+   a merged state of that day) is named in the step's output with its row count;
+3. step `day_check`: the source's clock once every table is read, still on the start day.
 
-A database bootstrapped already (a successful run in the job log) is refused unless `force`: a new snapshot
-restarts the source at the new day and the collector at the new position.
+The start day. The first merged day S takes the snapshot as the state at the end of S - 1 and applies every change
+after the position whose transaction committed on S. The JDBC read runs on connections of its own (one per shard
+and key range, opened by Spark's executors), so it cannot share one consistent view with the connection that
+reads the position: MariaDB's `START TRANSACTION WITH CONSISTENT SNAPSHOT` + `binlog_snapshot_file/pos` is
+consistent only for that one connection, and a `FLUSH TABLES WITH READ LOCK` held over the whole read would stop
+every writer of the server for as long as the read takes (and needs RELOAD). So the read sees the position's state
+plus changes made after it; the merge applies those again over the snapshot (each carries its full row image and
+the snapshot rows carry the position's binlog_seq), which converges to the source at the end of S **provided every
+change between the position and the end of the read committed on S**: one committed after midnight would already
+be in S's state, a day early. Hence the day is taken from the source's clock (`clock`, the server's by default)
+read just before and just after the position (both readings on one day: the position is on that day, with no lock
+held at all), and read again after the last table (`day_check`): when midnight passed during the read, the run
+fails (the job log says why) and the whole snapshot is taken again at once, now wholly on the new day. A short
+lock window would make the position and one clock reading simultaneous, but would not save the check after the
+read, which is what a midnight in the snapshot needs.
+
+The start is written into the source YAML (`start:`) by `cdc bootstrap`, which is where the CDC assets' first
+partition comes from. A database bootstrapped already (a successful run in the job log) is refused unless
+`force`: a new snapshot restarts the source at the new day and the collector at the new position.
 """
 
 from __future__ import annotations
@@ -22,7 +39,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from sharp_dagster.cdc.config import DatabaseConfig, MysqlSettings, SourceConfig, TableConfig, snapshot_day
 from sharp_dagster.cdc.merge import initial_state
@@ -33,10 +50,15 @@ from sharp_dagster.cdc.snapshot import (
     read_binlog_position,
     snapshot_table,
 )
+from sharp_dagster.cdc.source_clock import Clock, ClockError, SourceClock
 from sharp_dagster.spark.tables import TableRef
 
 JOB_PREFIX = "cdc_bootstrap"
 POSITION_STEP = "position"
+DAY_CHECK_STEP = "day_check"
+ATTEMPTS = (
+    2  # a read crossing midnight is taken again at once, just after it: crossing again means it takes a day
+)
 PARTITION_ROWS = 1_000_000  # rows per JDBC key range of a large table
 MAX_PARTITIONS = 16
 
@@ -96,6 +118,20 @@ def bootstrap_position(jl, database: str) -> dict | None:
     return None
 
 
+def collector_start(jl, databases: list[str]) -> tuple[str | None, str]:
+    """Where `cdc collect` starts when neither `--start` nor a saved collector position says: the earliest of the
+    databases' bootstrap positions (the collector reads them all from one stream; a change before a database's own
+    position is older than its snapshot and changes nothing), and why. None ("earliest") when a database has no
+    bootstrap: without a snapshot it needs the binlog from its beginning."""
+    found = {name: bootstrap_position(jl, name) for name in databases}
+    missing = [name for name, position in found.items() if position is None]
+    if missing:
+        return None, f"no bootstrap in the job log for {', '.join(missing)}"
+    name, first = min(found.items(), key=lambda item: int(item[1]["binlog_seq"]))
+    start = first["gtid"] or f"{first['binlog_file']}:{first['binlog_pos']}"
+    return start, f"the bootstrap of {name} (job {first['job_id']}, start {first['start']})"
+
+
 def bootstrap_database(
     spark,
     store,
@@ -106,8 +142,13 @@ def bootstrap_database(
     partition_rows: int = PARTITION_ROWS,
     max_partitions: int = MAX_PARTITIONS,
     progress: Callable[[str], None] = lambda line: None,
+    clock: Clock | None = None,
 ) -> BootstrapResult:
-    """Snapshot every table of `db` at one binlog position into its ODS starting state, as one job-log run."""
+    """Snapshot every table of `db` at one binlog position into its ODS starting state, as one job-log run.
+
+    `clock` is the source's clock in epoch milliseconds (`source_clock.SourceClock`, the server's `NOW()` less a
+    replica's lag, by default); the start day is read from it (see the module docstring).
+    """
     previous = bootstrap_position(jl, db.name)
     if previous is not None and not force:
         raise BootstrapError(
@@ -115,11 +156,29 @@ def bootstrap_database(
             f"collector start {previous.get('gtid') or previous.get('binlog_file')}); pass --force to take a new "
             "snapshot (the ODS then starts again from its day)"
         )
-    start = _server_day(mysql)
+    clock = clock or SourceClock(mysql.pymysql_kwargs(), mysql.describe())
+    options = (partition_rows, max_partitions, progress)
+    for _ in range(ATTEMPTS):
+        position, start = read_position_day(mysql, clock)
+        try:
+            return _bootstrap_at(spark, store, jl, mysql, db, position, start, previous, clock, options)
+        except _CrossedMidnight as exc:
+            progress(f"{db.name}: {exc}; taking the snapshot again")
+    raise BootstrapError(
+        f"database {db.name}: the snapshot read crossed midnight {ATTEMPTS} times (it takes longer than a day); "
+        "read larger tables in more key ranges (--partition-rows) or bootstrap the databases one by one"
+    )
+
+
+class _CrossedMidnight(RuntimeError):
+    """The snapshot read ended on a later day than its position: its state mixes two days."""
+
+
+def _bootstrap_at(spark, store, jl, mysql, db, position, start, previous, clock, options) -> BootstrapResult:
+    partition_rows, max_partitions, progress = options
     with jl.run(job_name(db.name), _Day(start), run_id=None) as handle:
         with jl.step(handle, POSITION_STEP, source_type="mysql") as rec:
-            position = read_binlog_position(mysql)
-            rec.info(json.dumps(_position_record(position, start), sort_keys=True))
+            rec.info(json.dumps(_position_record(position, start, previous), sort_keys=True))
         result = BootstrapResult(db.name, handle.job_id, position, start)
         progress(
             f"{db.name}: binlog position {position.binlog_file}:{position.binlog_pos} gtid {position.gtid_pos}"
@@ -128,12 +187,57 @@ def bootstrap_database(
             with jl.step(handle, f"snapshot/{table.name}", source_type="jdbc", target_type="iceberg") as rec:
                 ranges = _key_ranges(mysql, db.name, table, partition_rows, max_partitions)
                 rec.info(f"{len(table.shards) or 'all'} shard(s), each read in {ranges} key range(s)")
+                replaced = _existing_rows(store, table.name, snapshot_day(start))
+                if replaced is not None:
+                    rec.info(f"replaces ods_state.{table.name} dt={snapshot_day(start)} ({replaced} rows)")
                 rows = _snapshot_one(spark, store, mysql, db.name, table, position, start, ranges)
                 rec.source_count = rec.target_count = result.rows[table.name] = rows
             progress(
                 f"{db.name}.{table.name}: {rows} rows -> ods_state.{table.name} dt={snapshot_day(start)}"
             )
+        with jl.step(handle, DAY_CHECK_STEP, source_type="mysql") as rec:
+            ended = _day_of(_read_clock(clock, mysql))
+            if ended != start:
+                raise _CrossedMidnight(
+                    f"the snapshot read began on {start} and ended on {ended}: changes committed after midnight "
+                    f"are in the state of {snapshot_day(start)}"
+                )
+            rec.info(f"the read ended on {ended}, the start day")
     return result
+
+
+def read_position_day(mysql: MysqlSettings, clock: Clock) -> tuple[BinlogPosition, str]:
+    """The binlog position and the source's UTC day it is on: the clock read before and after the position, again
+    until both readings fall on one day (see the module docstring)."""
+    for _ in range(ATTEMPTS):
+        before = _day_of(_read_clock(clock, mysql))
+        position = read_binlog_position(mysql)
+        after = _day_of(_read_clock(clock, mysql))
+        if before == after:
+            return position, before
+    raise BootstrapError(f"{mysql.describe()}: the source's clock kept crossing midnight around the position")
+
+
+def _read_clock(clock: Clock, mysql: MysqlSettings) -> int:
+    try:
+        now_ms = clock()
+    except ClockError as exc:
+        raise BootstrapError(str(exc)) from None
+    if now_ms is None:
+        raise BootstrapError(
+            f"{mysql.describe()}: a replica whose replication is stopped: how far its binlog has got is unknown; "
+            "start its replication or bootstrap from the primary"
+        )
+    return now_ms
+
+
+def _day_of(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).date().isoformat()
+
+
+def _existing_rows(store, table: str, day: str) -> int | None:
+    """The rows of the state partition `day` a snapshot is about to replace, or None when there is none."""
+    return store.partition_counts(state_ref(table)).get((day,))
 
 
 def _snapshot_one(spark, store, mysql, database, table: TableConfig, position, start, ranges: int) -> int:
@@ -171,19 +275,12 @@ def _key_ranges(
     return max(1, min(cap, math.ceil(largest / max(1, partition_rows))))
 
 
-def _server_day(mysql: MysqlSettings) -> str:
-    """The server's UTC day: the binlog's event times are the server's clock."""
-    conn = connect(mysql)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT UTC_DATE()")
-            return cur.fetchone()[0].isoformat()
-    finally:
-        conn.close()
-
-
-def _position_record(position: BinlogPosition, start: str) -> dict:
+def _position_record(position: BinlogPosition, start: str, previous: dict | None) -> dict:
+    replaces = (
+        {"replaces": {"job_id": previous["job_id"], "start": previous.get("start")}} if previous else {}
+    )
     return {
+        **replaces,
         "gtid": position.gtid_pos,
         "binlog_file": position.binlog_file,
         "binlog_pos": position.binlog_pos,

@@ -11,10 +11,8 @@ itself for DDL), and then sent together, each carrying `commitTs`, the commit ev
 statement time. The landing places a change in the day and hour of its commit, so a transaction that spans
 midnight belongs wholly to the day it committed in, as it does for any reader of the source.
 
-Partitioning: a row change is keyed by `<logical table>|<json list of primary-key values>` (murmur2, as the Java
-client hashes), so all changes of one key stay in one partition in binlog order; an update that changes the key is
-sent under the new key. DDL and TRUNCATE go to partition 0 (as Canal sends DDL). Order ACROSS partitions is not
-kept and does not need to be: the merge orders changes by their binlog identity, never by Kafka offset.
+Partitioning (`collector_messages.py`): by logical table and primary key, so one key's changes keep binlog order in
+one partition; order ACROSS partitions is not kept and need not be: the merge orders by binlog identity.
 
 Delivery is at least once, never lossy:
 - the resume position (binlog file + position of the next event, and on MariaDB the GTID of the last committed
@@ -42,8 +40,9 @@ in the binlog yet; it will be placed at its commit, which is later than the cloc
 the heartbeat (holding it would let one forgotten open session stop every merge); the landing's lateness
 window covers the moment between a commit event's time and its write to the binlog.
 
-The parts: `collector_state.py` (the resume position and where it is saved), `kafka_topics.py` (producer defaults,
-topics), `binlog_events.py` (DDL statements, column types, row images), `binlog_server.py` (server settings and
+The parts: `collector_messages.py` (the messages of an event), `collector_output.py` (the producer and its flush),
+`collector_state.py` / `collector_db.py` (the resume position and where it is saved), `kafka_topics.py` (producer
+defaults, topics), `binlog_events.py` (DDL statements, column types, row images), `binlog_server.py` (server settings and
 binlog positions read outside the stream).
 
 The connection password is never logged: python-mysql-replication's own parameter logging is turned off
@@ -52,7 +51,6 @@ The connection password is never logged: python-mysql-replication's own paramete
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
@@ -62,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import pymysql
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
     GtidEvent,
@@ -72,11 +70,21 @@ from pymysqlreplication.event import (
     RotateEvent,
     XidEvent,
 )
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.row_event import (
+    DeleteRowsEvent,
+    UpdateRowsEvent,
+    WriteRowsEvent,
+)
 
 from sharp_dagster.cdc import binlog_server
-from sharp_dagster.cdc.binlog_events import column_type, jdbc_type, parse_ddl, row_image
+from sharp_dagster.cdc.binlog_events import parse_ddl
 from sharp_dagster.cdc.binlog_schema import binlog_file_seq
+from sharp_dagster.cdc.collector_messages import (
+    EventContext,
+    row_messages,
+    statement_messages,
+)
+from sharp_dagster.cdc.collector_output import KafkaOutput
 from sharp_dagster.cdc.collector_state import (
     CollectorError,
     CollectorState,
@@ -87,7 +95,7 @@ from sharp_dagster.cdc.collector_state import (
 )
 from sharp_dagster.cdc.config import DatabaseConfig, MysqlSettings, SourceConfig
 from sharp_dagster.cdc.kafka_topics import PRODUCER_DEFAULTS, ensure_topic
-from sharp_dagster.cdc.messages import HEARTBEAT, BinlogMessage, encode, update_old_values
+from sharp_dagster.cdc.messages import HEARTBEAT, BinlogMessage
 from sharp_dagster.cdc.source_clock import Clock, SourceClock
 from sharp_dagster.cdc.txn_buffer import DEFAULT_MEMORY_BYTES, TxnBuffer
 
@@ -121,6 +129,7 @@ class CollectStats:
     stopped_by: str = ""
     start_gtid: str | None = None
     reconnects: int = 0
+    spilled: int = 0  # transactions larger than txn_memory_bytes, held on disk until their commit
     state: CollectorState | None = None
     per_table: dict[str, int] = field(default_factory=dict)
 
@@ -200,13 +209,10 @@ class Collector:
         self._gtids: dict[int, str] = parse_gtid_pos(saved.gtid_pos if saved else None)
         self._group = _Group()
         self._txn.clear()
-        self._delivery_errors: list[str] = []
-        self._since_flush = 0
-        self._last_flush = time.monotonic()
+        spilled_before = self._txn.transactions_spilled
         self._last_heartbeat = 0.0
         self._last_commit_es: int | None = saved.event_ts_ms if saved else None
-        self._seq = 0
-        self._producer: Producer | None = Producer(self.producer_config)
+        self._out = KafkaOutput(self.producer_config)
         self._partitions = {
             db.topic: ensure_topic(self.producer_config, db.topic, self.source.topic_partitions)
             for db in self.source.databases
@@ -236,11 +242,11 @@ class Collector:
                 self._send_caught_up_heartbeats()
         finally:
             stream.close()
-            remaining = self._producer.flush(30)
+            remaining = self._out.close()
             if remaining:
                 log.error("%d messages still undelivered when the collector stopped", remaining)
-            self._producer = None  # librdkafka's threads end with the last reference
         self._stats.stopped_by = stopped_by
+        self._stats.spilled = self._txn.transactions_spilled - spilled_before
         self._stats.state = self._saved
         return self._stats
 
@@ -350,86 +356,30 @@ class Collector:
     def _send_statement(
         self, event: QueryEvent, stream, kind: str, names: list[tuple[str, str]], sql: str
     ) -> None:
-        start = event.packet.log_pos - event.packet.event_size
-        idx = 0
+        tables = []
         for db_name, table in names:
             db = self._dbs.get(db_name)
             logical = self._rules[db_name].fold(table) if db else None
-            if db is None or logical is None:
-                continue
-            message = BinlogMessage(
-                type=kind,
-                source_id=self.source.source_id,
-                database=db_name,
-                table=table,
-                es=event.timestamp * 1000,
-                binlog_file=stream.log_file,
-                binlog_pos=start,
-                row_idx=idx,
-                binlog_epoch=self._epoch,
-                gtid=self._group.gtid,
-                server_id=event.packet.server_id,
-                pk_names=list(db.table(logical).primary_key),
-                sql=sql,
-            )
-            idx += 1
+            if db is not None and logical is not None:
+                tables.append((db, table, logical))
+        messages = statement_messages(event, kind, tables, sql, self._context(stream))
+        for (db, _, logical), message in zip(tables, messages, strict=True):
             self._hold(db.topic, message, key=None, partition=0)
             self._stats.statements += 1
-            self._count(db_name, logical)
+            self._count(db.name, logical)
 
     def _on_rows(self, event: Any, stream: BinLogStreamReader) -> None:
         db = self._dbs.get(event.schema)
         logical = self._rules[event.schema].fold(event.table) if db else None
         if db is None or logical is None:
             return
-        table = db.table(logical)
-        start = event.packet.log_pos - event.packet.event_size
-        binlog_pk = event.primary_key
-        pk_names = (
-            [binlog_pk]
-            if isinstance(binlog_pk, str) and binlog_pk
-            else list(binlog_pk or ()) or list(table.primary_key)
-        )
-        mysql_type = {c.name: column_type(c) for c in event.columns if c.name}
-        sql_type = {name: jdbc_type(t) for name, t in mysql_type.items()}
-        if isinstance(event, WriteRowsEvent):
-            kind = "INSERT"
-        elif isinstance(event, UpdateRowsEvent):
-            kind = "UPDATE"
-        else:
-            kind = "DELETE"
-        for idx, row in enumerate(event.rows):
-            before = after = None
-            if kind == "UPDATE":
-                before = row_image(row["before_values"], row.get("before_none_sources"))
-                after = row_image(row["after_values"], row.get("after_none_sources"), before)
-                data, old = after, update_old_values(before, after)
-            else:
-                data = row_image(row["values"], row.get("none_sources"))
-                old = None
-            message = BinlogMessage(
-                type=kind,
-                source_id=self.source.source_id,
-                database=db.name,
-                table=event.table,
-                es=event.timestamp * 1000,
-                binlog_file=stream.log_file,
-                binlog_pos=start,
-                row_idx=idx,
-                binlog_epoch=self._epoch,
-                gtid=self._group.gtid,
-                server_id=event.packet.server_id,
-                pk_names=pk_names,
-                data=data,
-                old=old,
-                before=before,
-                mysql_type=mysql_type,
-                sql_type=sql_type,
-            )
-            key = f"{logical}|" + json.dumps([data.get(c) for c in table.primary_key], separators=(",", ":"))
-            self._hold(db.topic, message, key=key.encode("utf-8"))
+        for message, key in row_messages(event, db, logical, self._context(stream)):
+            self._hold(db.topic, message, key=key)
             self._stats.row_changes += 1
             self._count(db.name, logical)
+
+    def _context(self, stream: BinLogStreamReader) -> EventContext:
+        return EventContext(self.source.source_id, stream.log_file, self._group.gtid, self._epoch)
 
     def _on_commit(self, event: Any, stream: BinLogStreamReader) -> None:
         """Send the transaction's held messages with its commit time; its end is the next resume position."""
@@ -456,69 +406,37 @@ class Collector:
         self._stats.per_table[key] = self._stats.per_table.get(key, 0) + 1
 
     # ------------------------------------------------------------------ producing
-    def _encoded(self, message: BinlogMessage) -> bytes:
-        self._seq += 1
-        message.id = self._seq
-        message.ts = int(time.time() * 1000)
-        return encode(message)
-
     def _hold(
         self, topic: str, message: BinlogMessage, key: bytes | None, partition: int | None = None
     ) -> None:
         """Keep a change of the open transaction until its commit event (`_on_commit` sends it)."""
-        self._txn.add(topic, partition, key, self._encoded(message), message.es)
+        self._txn.add(topic, partition, key, self._out.encoded(message), message.event_ts_ms)
 
     def _send(
         self, topic: str, message: BinlogMessage, key: bytes | None, partition: int | None = None
     ) -> None:
-        self._produce(topic, self._encoded(message), key, partition)
+        self._produce(topic, self._out.encoded(message), key, partition)
 
     def _produce(self, topic: str, value: bytes, key: bytes | None, partition: int | None) -> None:
-        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self._on_delivery}
-        if partition is not None:
-            kwargs["partition"] = partition
-        while True:
-            try:
-                self._producer.produce(topic, **kwargs)
-                break
-            except BufferError:
-                # A large transaction filled the local queue: let deliveries drain (state is not saved here).
-                self._producer.poll(0.5)
-        self._producer.poll(0)
-        self._since_flush += 1
+        self._out.produce(topic, value, key, partition)
         self._stats.messages += 1
-
-    def _on_delivery(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self._delivery_errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
-
-    def _flush(self) -> None:
-        remaining = self._producer.flush(60)
-        if remaining or self._delivery_errors:
-            first = self._delivery_errors[0] if self._delivery_errors else "timed out"
-            raise CollectorError(
-                f"{remaining} messages undelivered and {len(self._delivery_errors)} delivery errors (first: {first}); "
-                "the resume position was not saved, a restart repeats these changes"
-            )
-        self._since_flush = 0
-        self._last_flush = time.monotonic()
 
     def _maybe_checkpoint(self) -> None:
         if self._pending is None:
             return
         if (
-            self._since_flush >= self.flush_max_messages
-            or time.monotonic() - self._last_flush >= self.flush_interval_s
+            self._out.since_flush >= self.flush_max_messages
+            or time.monotonic() - self._out.last_flush >= self.flush_interval_s
         ):
             self._checkpoint()
 
     def _checkpoint(self, heartbeat: bool = True) -> None:
         """Flush, then save the last commit position (never a position inside a transaction)."""
         if self._pending is None:
-            if self._since_flush:
-                self._flush()
+            if self._out.since_flush:
+                self._out.flush()
             return
-        self._flush()
+        self._out.flush()
         state = CollectorState(**{**asdict(self._pending), "saved_at_ms": int(time.time() * 1000)})
         self.store.save(state)
         self._saved = state
@@ -549,7 +467,7 @@ class Collector:
 
     def _send_heartbeats(self, es_ms: int) -> None:
         """Tell every partition: all changes with event time up to `es_ms` have been sent (and flushed)."""
-        self._flush()
+        self._out.flush()
         for db in self.source.databases:
             for partition in range(self._partitions[db.topic]):
                 message = BinlogMessage(
@@ -557,14 +475,14 @@ class Collector:
                     source_id=self.source.source_id,
                     database=db.name,
                     table="",
-                    es=es_ms,
+                    event_ts_ms=es_ms,
                     binlog_file=self._saved.binlog_file if self._saved else "",
                     binlog_pos=self._saved.binlog_pos if self._saved else 0,
                     gtid=self._saved.gtid_pos if self._saved else None,
                 )
                 self._send(db.topic, message, key=None, partition=partition)
                 self._stats.heartbeats += 1
-        self._flush()
+        self._out.flush()
         self._last_heartbeat = time.monotonic()
 
 
@@ -572,15 +490,3 @@ def _at_or_after(log_file: str | None, log_pos: int | None, end: tuple[str, int]
     if not log_file or log_pos is None:
         return False
     return (binlog_file_seq(log_file), log_pos) >= (binlog_file_seq(end[0]), end[1])
-
-
-def collect(
-    mysql: MysqlSettings,
-    producer_config: dict[str, Any],
-    source: SourceConfig,
-    state: str | Path | StateStore,
-    once: bool = True,
-    **options: Any,
-) -> CollectStats:
-    """One call: build a `Collector` and run it."""
-    return Collector(mysql, producer_config, source, state, **options).run(once=once)

@@ -147,7 +147,9 @@ class BinlogMessage:
     source_id: str
     database: str
     table: str
-    es: int
+    event_ts_ms: (
+        int  # Canal's `es`, epoch ms: a change's binlog header (statement) time, a heartbeat's progress
+    )
     binlog_file: str
     binlog_pos: int
     row_idx: int = 0
@@ -178,7 +180,7 @@ class BinlogMessage:
             "pkNames": list(self.pk_names) or None,
             "isDdl": self.is_ddl,
             "type": self.type,
-            "es": self.es,
+            "es": self.event_ts_ms,
             "ts": self.ts if self.ts is not None else int(time.time() * 1000),
             "sql": self.sql,
             "sqlType": self.sql_type,

@@ -37,6 +37,7 @@ class TxnBuffer:
         self.bytes = 0
         self.spilled = False
         self.start_es_ms: int | None = None  # the earliest statement time of the open transaction
+        self.transactions_spilled = 0  # committed transactions that were held on disk (collector stats)
 
     def __len__(self) -> int:
         return self.messages
@@ -61,6 +62,7 @@ class TxnBuffer:
     def drain(self, commit_ts_ms: int) -> Iterator[tuple[str, int | None, bytes | None, bytes]]:
         """The held messages in the order added, each with `commitTs`; the buffer is empty afterwards."""
         file, count = self._file, self.messages
+        self.transactions_spilled += self.spilled
         self._file = None
         self.messages = self.bytes = 0
         self.spilled = False

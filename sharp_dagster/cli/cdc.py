@@ -65,7 +65,10 @@ def _register_collect(sub: argparse._SubParsersAction) -> None:
     )
     collect.add_argument("--once", action="store_true", help="stop at the current end of the binlog")
     collect.add_argument(
-        "--start", default="earliest", help="first run only: earliest, current, a GTID position or file:pos"
+        "--start",
+        help="where a collector without a saved position starts: earliest, current, a GTID position or file:pos "
+        "(default: the position `cdc bootstrap` recorded in the job log, else earliest); a position the "
+        "collector saved before always wins",
     )
     collect.add_argument(
         "--flush-every",
@@ -177,13 +180,15 @@ def cmd_collect(args: argparse.Namespace) -> int:
         raise _cli_error(str(exc)) from None
     mysql = MysqlSettings.from_env(args.host, args.port, args.user)
     try:
-        store = DbStateStore(Settings.from_env().log_db_url, source.source_id, legacy_file=args.state_file)
+        url = Settings.from_env().log_db_url
+        store = DbStateStore(url, source.source_id, legacy_file=args.state_file)
+        start = args.start or _bootstrap_start(url, source)
         collector = Collector(
             mysql,
             {"bootstrap.servers": args.bootstrap_servers},
             source,
             store,
-            start=args.start,
+            start=start,
             flush_max_messages=args.flush_every,
             flush_interval_s=args.flush_interval,
             heartbeat_interval_s=args.heartbeat_interval,
@@ -201,7 +206,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     state = stats.state
     print(
         f"cdc collect {mysql.describe()}: {stats.messages} messages ({stats.row_changes} row changes, "
-        f"{stats.statements} DDL/TRUNCATE, {stats.heartbeats} heartbeats), {stats.commits} commits, "
+        f"{stats.statements} DDL/TRUNCATE, {stats.heartbeats} heartbeats), {stats.commits} commits "
+        f"({stats.spilled} held on disk), "
         f"stopped by {stats.stopped_by}; resume at "
         + (
             f"{state.binlog_file}:{state.binlog_pos} gtid {state.gtid_pos}"
@@ -210,6 +216,18 @@ def cmd_collect(args: argparse.Namespace) -> int:
         )
     )
     return 0
+
+
+def _bootstrap_start(url: str, source) -> str:
+    """The start `cdc bootstrap` recorded for the source's databases (`bootstrap.collector_start`), else earliest."""
+    from sharp_dagster.cdc.bootstrap import collector_start
+    from sharp_dagster.joblog import JobLog
+
+    start, why = collector_start(JobLog(url), [db.name for db in source.databases])
+    logging.getLogger("sharp_dagster.cdc.collector").info(
+        "a collector without a saved position starts at %s: %s", start or "the earliest binlog", why
+    )
+    return start or "earliest"
 
 
 def cmd_land(args: argparse.Namespace) -> int:

@@ -50,7 +50,7 @@ def change_message(change: dict[str, Any], source_id: str) -> tuple[BinlogMessag
         source_id=source_id,
         database=SOURCE_DB,
         table=change["_source_table"],
-        es=_epoch_ms(change["_ts"]),
+        event_ts_ms=_epoch_ms(change["_ts"]),
         binlog_file=BINLOG_FILE,
         binlog_pos=4 + 100 * int(change["_seq"]),
         row_idx=0,
@@ -99,7 +99,7 @@ def replay_day(
             source_id=source_id,
             database=SOURCE_DB,
             table="",
-            es=day_end,
+            event_ts_ms=day_end,
             binlog_file=BINLOG_FILE,
             binlog_pos=0,
         )

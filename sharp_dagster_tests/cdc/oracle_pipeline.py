@@ -142,10 +142,11 @@ class Warehouse:
         """Every ODS asset for one day, or for a range of days in one run (a single-run backfill)."""
         return self._materialize([AssetKey(["ods", t.name]) for t in self.ods_tables], days)
 
-    def bootstrap(self, mysql, source) -> list:
-        """`cdc bootstrap` of `source` into this warehouse (what the command runs, in this process)."""
+    def bootstrap(self, mysql, source, clock) -> list:
+        """`cdc bootstrap` of `source` into this warehouse (what the command runs, in this process), its day read
+        from the source's simulated `clock`."""
         with self.env():
-            return bootstrap_source(self.spark, self.store(), job_log(), mysql, source)
+            return bootstrap_source(self.spark, self.store(), job_log(), mysql, source, clock=clock)
 
     def compare(self, states: dict[str, dict[str, TableContent]], label: str) -> list[str]:
         """Differences between the ODS of every table on each day of `states` (day -> table -> the source's content

@@ -14,13 +14,14 @@ import yaml
 from pyspark.sql import functions as F
 
 from sharp_dagster.assets.cdc_assets import state_columns
-from sharp_dagster.cdc.bootstrap import bootstrap_position, job_name, state_ref
+from sharp_dagster.cdc.bootstrap import bootstrap_position, bootstrap_source, job_name, state_ref
 from sharp_dagster.cdc.change_source import day_changes
-from sharp_dagster.cdc.config import load_source_config
+from sharp_dagster.cdc.config import load_source_config, source_config_from_dict
 from sharp_dagster.cdc.done_markers import day_complete, write_done_markers
 from sharp_dagster.cdc.introspect import introspect
 from sharp_dagster.cdc.landing import land, raw_table_ref
 from sharp_dagster.cdc.merge import merge_day, published
+from sharp_dagster.cdc.source_clock import NOW_SQL
 from sharp_dagster.cli.main import main as cli_main
 from sharp_dagster.joblog import JobLog
 from sharp_dagster.warehouse.cdc_layout import SHARD_COLUMN, OdsTable, bootstrap_day, cdc_dir
@@ -65,7 +66,7 @@ def run_sql(mariadb, db: str, when: dt.datetime, *statements: str) -> None:
 
 
 def test_init_bootstrap_then_the_pipeline_reproduces_the_source(
-    cdc, spark, table_store, tmp_path, monkeypatch
+    cdc, spark, table_store, tmp_path, monkeypatch, capsys
 ):
     db = cdc.new_database("boot")
     cdc.sql(db, *[t.mysql_ddl(shard) for t in SHOP.tables for shard in t.shards])
@@ -112,6 +113,7 @@ def test_init_bootstrap_then_the_pipeline_reproduces_the_source(
     assert [s.step_id for s in run.steps] == [
         "position",
         *[f"snapshot/{t.name}" for t in source.databases[0].tables],
+        "day_check",
     ]
     assert position["start"] == start and position["gtid"] == cdc.gtid_pos()
     tables = {t.name: t for t in source.databases[0].tables}
@@ -179,3 +181,116 @@ def test_init_bootstrap_then_the_pipeline_reproduces_the_source(
         state = merge_day(base, changes, t.key_columns(), shard_column=t.shard_column, events=events)
         assert ods_rows(published(state), table) == source_rows(cdc.mariadb, db, table), name
     assert yaml.safe_load(config_path.read_text())["start"] == dt.date.fromisoformat(start)
+
+    # --force: a new snapshot, after more changes, replaces the day's starting state (the job log names what it
+    # replaces), and `cdc collect` without --start starts at the new position.
+    run_sql(cdc.mariadb, db, day.replace(hour=18), "UPDATE product SET price = 2.00 WHERE product_id = 2")
+    assert cli_main([*argv, "--force"]) == 0
+    forced = bootstrap_position(jl, db)
+    assert forced["job_id"] != position["job_id"] and forced["gtid"] == cdc.gtid_pos()
+    assert forced["replaces"] == {"job_id": position["job_id"], "start": start}
+    steps = {s.step_id: s for s in jl.get(forced["job_id"]).steps}
+    assert steps["snapshot/product"].output.splitlines()[1] == (
+        f"replaces ods_state.product dt={bootstrap_day(start)} (2 rows)"
+    )
+    run_sql(
+        cdc.mariadb,
+        db,
+        day.replace(hour=19),
+        "DELETE FROM product WHERE product_id = 1",
+        "UPDATE user_info_0 SET city = 'late', updated_at = NOW() WHERE user_id = 4",
+    )
+    collect = ["cdc", "collect", "--config", str(config_path), "--host", cdc.mariadb.host]
+    collect += [
+        "--port",
+        str(cdc.mariadb.port),
+        "--bootstrap-servers",
+        cdc.broker.bootstrap_servers,
+        "--once",
+    ]
+    assert cli_main(collect) == 0
+    assert "(2 row changes," in capsys.readouterr().out  # the two after the new snapshot, nothing before it
+    landed = land(
+        spark,
+        table_store,
+        cdc.kafka,
+        topic,
+        landed.end_offsets,
+        "latest",
+        source.databases[0].shard_rules,
+        database=db,
+        image_columns=state_columns(table_store, source.databases[0].tables),
+    )
+    assert landed.landed == 2
+    for name, table in tables.items():
+        t = OdsTable(db, table, source)
+        base = table_store.read_partitions(state_ref(name), [{"dt": bootstrap_day(start)}]).drop("dt")
+        changes, _, events = day_changes(table_store, raw_table_ref(db), t.database, t.name, start)
+        state = merge_day(base, changes, t.key_columns(), shard_column=t.shard_column, events=events)
+        assert ods_rows(published(state), table) == source_rows(cdc.mariadb, db, table), (
+            f"after --force: {name}"
+        )
+
+
+class SessionClock:
+    """The source server's clock as one session of it reads it (`NOW()`), set by the test with `SET timestamp`."""
+
+    def __init__(self, mariadb, when: dt.datetime):
+        self.conn = mariadb.connect()
+        self.set(when)
+
+    def set(self, when: dt.datetime) -> None:
+        with self.conn.cursor() as cur:
+            cur.execute("SET timestamp = %s", (int(when.replace(tzinfo=dt.UTC).timestamp()),))
+
+    def __call__(self) -> int:
+        with self.conn.cursor() as cur:
+            cur.execute(NOW_SQL)
+            return int(cur.fetchone()[0])
+
+
+def test_a_snapshot_read_across_midnight_is_taken_again_on_the_new_day(cdc, spark, table_store, tmp_path):
+    """The position is read at 23:59:59; a change commits at 00:00:05 while the tables are read: that snapshot
+    holds a change of the next day, so it is not the state at the end of its day. The run fails saying so, and the
+    snapshot is taken again on the new day, which becomes the start."""
+    db = cdc.new_database("midnight")
+    product = next(t for t in SHOP.tables if t.name == "product")
+    cdc.sql(db, product.mysql_ddl("product"))
+    day = dt.datetime(2024, 6, 10)
+    run_sql(
+        cdc.mariadb, db, day.replace(hour=23), "INSERT INTO product VALUES (1, 'pen', 'office', 1.50, NOW())"
+    )
+    source = source_config_from_dict(
+        {
+            "source_id": "midnight",
+            "databases": [{"name": db, "tables": [{"name": "product", "primary_key": ["product_id"]}]}],
+        }
+    )
+    clock = SessionClock(cdc.mariadb, day.replace(hour=23, minute=59, second=59))
+    positions = []
+
+    def progress(line: str) -> None:
+        if "binlog position" in line:
+            positions.append(cdc.gtid_pos())
+            if len(positions) == 1:  # during the first read: a change commits after midnight
+                after = day + dt.timedelta(days=1, seconds=5)
+                run_sql(cdc.mariadb, db, after, "UPDATE product SET price = 9.99 WHERE product_id = 1")
+                clock.set(after + dt.timedelta(seconds=15))
+
+    jl = JobLog(f"sqlite:///{tmp_path / 'sharp_log.db'}")
+    try:
+        (result,) = bootstrap_source(
+            spark, table_store, jl, cdc.mysql, source, progress=progress, clock=clock
+        )
+    finally:
+        clock.conn.close()
+    next_day = (day + dt.timedelta(days=1)).date().isoformat()
+    assert result.start == next_day and len(positions) == 2
+    recorded = bootstrap_position(jl, db)
+    assert recorded["start"] == next_day and recorded["gtid"] == positions[1] != positions[0]
+    (failed,) = [r for r in jl.recent(job_name(db)) if r.status != "SUCCESS"]
+    assert failed.range_start == day.date().isoformat()
+    assert f"the snapshot read began on {day.date()} and ended on {next_day}" in failed.error
+    state = table_store.read_partitions(state_ref("product"), [{"dt": bootstrap_day(next_day)}]).drop("dt")
+    assert ods_rows(published(state), product) == source_rows(cdc.mariadb, db, product)
+    assert source_rows(cdc.mariadb, db, product)[0][3] == "9.99"  # the change after midnight is in it

@@ -10,15 +10,20 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
+from pyspark.sql import functions as F
 
 from sharp_dagster.cdc import binlog_schema as bs
+from sharp_dagster.cdc.change_source import day_changes
 from sharp_dagster.cdc.collector_db import DbStateStore, saved_position
 from sharp_dagster.cdc.collector_state import CollectorError, CollectorState, FileStateStore
 from sharp_dagster.cdc.landing import land, raw_table_ref
+from sharp_dagster.cdc.merge import merge_day, published
+from sharp_dagster.warehouse.cdc_layout import SHARD_COLUMN
 
 PASSWORD = "pw-Secret-4711"
 USER = "cdc_reader"
@@ -100,30 +105,45 @@ def _wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | Non
 
 
 def test_sigkill_mid_stream_then_restart_delivers_every_change_once_downstream(cdc, spark, table_store):
+    """Two days of changes (the source's clock set per statement), the last a transaction larger than the
+    collector's memory for one (held on disk); the collector killed mid-stream and restarted; landed and merged
+    day by day, the ODS equals the source at each day's end."""
     db = cdc.new_database()
     cdc.mariadb.create_user(USER, PASSWORD)
-    cdc.sql(
-        db,
+    n_txn, per_txn, big = 300, 10, 6000
+    statements = [
+        _at(DAYS[0], 0),
         "CREATE TABLE user_info_1 (id INT PRIMARY KEY, v INT)",
         "CREATE TABLE user_info_2 (id INT PRIMARY KEY, v INT)",
-    )
-    n_txn, per_txn = 300, 10
-    statements = []
+    ]
     for t in range(n_txn):
         shard = 1 + t % 2
         values = ", ".join(f"({t * per_txn + r}, {r})" for r in range(per_txn))
-        statements.append(f"INSERT INTO user_info_{shard} VALUES {values}")
-    statements += [
-        f"UPDATE user_info_{1 + t % 2} SET v = v + 100 WHERE id = {t * per_txn}" for t in range(n_txn)
-    ]
-    cdc.sql(db, *statements)
-    expected_changes = n_txn * per_txn + n_txn + 2  # row changes and the two CREATE TABLE statements
+        statements += [
+            _at(DAYS[t * 2 // n_txn], 1 + t % 20),
+            f"INSERT INTO user_info_{shard} VALUES {values}",
+        ]
+    day_one = 3 + 2 * (n_txn // 2)  # the CREATEs, then a SET and an INSERT per transaction
+    cdc.sql(db, *statements[:day_one])
+    at_day_end = {DAYS[0]: _source_rows(cdc, db)}
+    updates = [f"UPDATE user_info_{1 + t % 2} SET v = v + 100 WHERE id = {t * per_txn}" for t in range(n_txn)]
+    # One transaction of 6000 rows, over 2 MB of messages: more than --txn-memory-mb 1.5 holds in memory.
+    rows = ", ".join(f"({100_000 + r}, {r})" for r in range(big))
+    cdc.sql(
+        db,
+        *statements[day_one:],
+        *updates,
+        _at(DAYS[1], 23),
+        f"INSERT INTO user_info_1 VALUES {rows}",
+    )
+    at_day_end[DAYS[1]] = _source_rows(cdc, db)
+    expected_changes = n_txn * per_txn + n_txn + big + 2  # row changes and the two CREATE TABLE statements
     final_gtid = cdc.gtid_pos()
 
     config = _write_config(cdc, db, cdc.tmp_path / "source.yaml")
     db_url = _db_url(cdc)
     proc = subprocess.Popen(
-        _collect_cmd(cdc, config, "--once", "--flush-every", "20"),
+        _collect_cmd(cdc, config, "--once", "--flush-every", "20", "--txn-memory-mb", "1.5"),
         env=_env(db_url),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -132,8 +152,9 @@ def test_sigkill_mid_stream_then_restart_delivers_every_change_once_downstream(c
     try:
         _wait_for(lambda: _saved(db_url) is not None, 60, "the first saved commit", proc)
     finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate(timeout=30)
+        if proc.poll() is None:  # (one that exited is reported by _wait_for)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     killed_at = saved_position(db_url, SOURCE)
     assert killed_at is not None
@@ -146,10 +167,15 @@ def test_sigkill_mid_stream_then_restart_delivers_every_change_once_downstream(c
     unsaved = [m for m in before_restart if _gtid_seq(m["gtid"]) > _gtid_seq(killed_at.gtid_pos)]
 
     restart = subprocess.run(
-        _collect_cmd(cdc, config, "--once"), env=_env(db_url), capture_output=True, text=True, timeout=120
+        _collect_cmd(cdc, config, "--once", "--txn-memory-mb", "1.5"),
+        env=_env(db_url),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert restart.returncode == 0, restart.stderr[-2000:]
     assert "stopped by eof" in restart.stdout
+    assert "(1 held on disk)" in restart.stdout  # the big transaction, sent whole after its commit
     assert PASSWORD not in restart.stdout + restart.stderr
     assert saved_position(db_url, SOURCE).gtid_pos == final_gtid
 
@@ -172,7 +198,7 @@ def test_sigkill_mid_stream_then_restart_delivers_every_change_once_downstream(c
             == 1
         )
     inserted = {int(m["data"][0]["id"]) for m in msgs if m["type"] == "INSERT"}
-    assert inserted == set(range(n_txn * per_txn))
+    assert inserted == set(range(n_txn * per_txn)) | set(range(100_000, 100_000 + big))
     updated = {int(m["data"][0]["id"]) for m in msgs if m["type"] == "UPDATE"}
     assert updated == {t * per_txn for t in range(n_txn)}
     assert all("commitTs" in m for m in msgs)
@@ -183,8 +209,38 @@ def test_sigkill_mid_stream_then_restart_delivers_every_change_once_downstream(c
     result = land(spark, table_store, cdc.kafka, topic, None, "latest", _rules(db), database=db)
     assert (result.landed, result.duplicates) == (expected_changes, len(unsaved))
     ref = raw_table_ref(db)
-    rows = table_store.read_partitions(ref, table_store.list_partitions(ref)).collect()
+    rows = table_store.read_partitions(ref, table_store.list_partitions(ref)).select("event_uid").collect()
     assert len(rows) == len({r.event_uid for r in rows}) == expected_changes
+
+    # Merged day by day as the ODS asset merges them: the source as it stood at each day's end.
+    state = None
+    for day in DAYS:
+        changes, _, events = day_changes(table_store, ref, db, "user_info", day)
+        keys = [SHARD_COLUMN, "id"]
+        state = merge_day(state, changes, keys, shard_column=SHARD_COLUMN, events=events).localCheckpoint()
+        merged = published(state).select(*[F.col(c).cast("string") for c in (SHARD_COLUMN, "id", "v")])
+        assert sorted(tuple(r) for r in merged.collect()) == at_day_end[day], day
+
+
+DAYS = ("2024-07-01", "2024-07-02")
+
+
+def _at(day: str, hour: int) -> str:
+    """The source's clock for the statements after it (`SET timestamp`, per session)."""
+    when = datetime.fromisoformat(day).replace(hour=hour, tzinfo=UTC)
+    return f"SET timestamp = {int(when.timestamp())}"
+
+
+def _source_rows(cdc, db: str) -> list[tuple[str, ...]]:
+    conn = cdc.mariadb.connect(db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT 'user_info_1', id, v FROM user_info_1 UNION ALL SELECT 'user_info_2', id, v FROM user_info_2"
+            )
+            return sorted(tuple(str(v) for v in r) for r in cur.fetchall())
+    finally:
+        conn.close()
 
 
 def _rules(db: str):

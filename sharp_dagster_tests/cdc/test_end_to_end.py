@@ -623,7 +623,7 @@ def bad_records(binlog_file: str, when: dt.datetime) -> list[tuple[int, bytes]]:
                     source_id=SOURCE_ID,
                     database=SOURCE_DB,
                     table=table,
-                    es=ms(when),
+                    event_ts_ms=ms(when),
                     binlog_file=binlog_file,
                     binlog_pos=4,
                     pk_names=["user_id"],

@@ -143,7 +143,7 @@ def _msg(
             source_id="synthetic",
             database=database,
             table=table,
-            es=int(es.timestamp() * 1000),
+            event_ts_ms=int(es.timestamp() * 1000),
             binlog_file="binlog.000001",
             binlog_pos=pos,
             gtid=f"0-1-{pos}",

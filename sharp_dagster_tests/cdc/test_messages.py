@@ -32,7 +32,7 @@ def message(**overrides) -> BinlogMessage:
         source_id="src",
         database="shop",
         table="user_info_12",
-        es=ES,
+        event_ts_ms=ES,
         binlog_file="mysql-bin.000007",
         binlog_pos=4242,
         row_idx=3,

@@ -33,7 +33,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sharp_dagster.cdc import bootstrap
 from sharp_dagster.cdc.config import MysqlSettings, source_config_from_dict, write_start
 from sharp_dagster_tests.cdc.oracle_pipeline import Warehouse, build_defs, collect
 from sharp_dagster_tests.cdc.oracle_schema import (
@@ -114,9 +113,7 @@ def machine_time_zone(spark, zone: str):
         time.tzset()
 
 
-def test_ods_equals_the_source_at_every_days_end_day_by_day_and_as_one_range(
-    cdc, spark, tmp_path, monkeypatch
-):
+def test_ods_equals_the_source_at_every_days_end_day_by_day_and_as_one_range(cdc, spark, tmp_path):
     timings: dict[str, tuple[float, float]] = {}
     t0, cpu0 = time.monotonic(), cpu_seconds(spark)
     plan = build_plan(SEED)
@@ -141,17 +138,20 @@ def test_ods_equals_the_source_at_every_days_end_day_by_day_and_as_one_range(
     runner = SourceRunner(cdc.mariadb, database, plan)
     daily = Warehouse(spark, tmp_path / "daily", sql_dir, kafka)
     ranged = Warehouse(spark, tmp_path / "range", sql_dir, kafka)
-    # The bootstrap's day is the server's UTC day (`UTC_DATE()` on a connection of its own); the server's clock
-    # is simulated per session here (`SET timestamp`), so it is read from the simulation, as the collector's is.
-    monkeypatch.setattr(bootstrap, "_server_day", lambda mysql: runner.clock.date().isoformat())
+
+    # The bootstrap's day comes from the source's clock, which is simulated per session here (`SET timestamp`):
+    # so it is read from the simulation, as the collector's is.
+    def source_clock() -> int:
+        return int(runner.clock.timestamp() * 1000)
+
     problems: list[str] = []
     try:
         with machine_time_zone(spark, MACHINE_TZ):
             # ------------------------------------------------------------ the snapshot, `cdc bootstrap`
             runner.run_until(at(DAYS[0], 0))
             with timed(timings, "bootstrap", spark):
-                (first,) = daily.bootstrap(mysql, source)
-                (second,) = ranged.bootstrap(mysql, source)
+                (first,) = daily.bootstrap(mysql, source, source_clock)
+                (second,) = ranged.bootstrap(mysql, source, source_clock)
             assert first.start == second.start == DAYS[0]
             assert first.rows == second.rows == {t: len(runner.states[SNAPSHOT_DAY][t][1]) for t in COLUMNS}
             write_start(config_path, first.start)  # as the command does: the source's first day

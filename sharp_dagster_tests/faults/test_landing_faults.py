@@ -104,7 +104,7 @@ def _poison(world) -> dict[str, bytes]:
         source_id=world.feed.source.source_id,
         database=world.feed.database,
         table="product",
-        es=1704326400000,
+        event_ts_ms=1704326400000,
         binlog_file="mysql-bin.000001",
         binlog_pos=999_999_904,
         pk_names=["product_id"],
