@@ -3,7 +3,7 @@
 DAGSTER_HOME ?= $(CURDIR)/data/dagster_home
 export DAGSTER_HOME
 
-.PHONY: demo test lint bench ui setup
+.PHONY: demo test test-s3 lint bench ui setup
 
 demo:
 	scripts/bootstrap.sh run
@@ -14,6 +14,11 @@ test:
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	scripts/test.sh
+
+# Opt-in: the warehouse on a real S3-compatible server (SeaweedFS, built from its Go module on first use).
+test-s3:
+	scripts/bootstrap.sh s3
+	.venv/bin/python -m pytest sharp_dagster_tests/cluster/test_s3.py -q
 
 lint:
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .

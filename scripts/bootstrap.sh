@@ -4,9 +4,13 @@
 #   scripts/bootstrap.sh          what the demo needs (Java, Maven, the JVM packages, Python packages)
 #   scripts/bootstrap.sh test     also what the tests need (Chromium, MariaDB + its JDBC driver, PostgreSQL)
 #   scripts/bootstrap.sh bench    also the benchmark-only packages (sqllineage, duckdb)
+#   scripts/bootstrap.sh s3       `test`, and the S3 test's object store (SeaweedFS, built from its Go module: minutes
+#                                 and ~470 MB of Go modules on a cold machine, so not part of `test`; `make test-s3`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-run}
+with_s3=0
+if [ "$mode" = s3 ]; then mode=test; with_s3=1; fi
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -30,13 +34,14 @@ fi
 
 # JVM packages: Maven resolves them through the machine's own set-up and caches them in its local repository;
 # jvm/lib/.stamp holds the poms' checksum (and the profile), so an unchanged set-up does not even start Maven.
-# The tests' packages (a real HDFS: jvm/hdfs) are in the pom's `test` profile, fetched only for tests and bench.
+# The tests' packages (a real HDFS: jvm/hdfs; Hadoop's S3A: jvm/s3) are in the pom's `test` profile, fetched only for
+# tests and bench.
 mvn_profile=""
 if [ "$mode" = test ] || [ "$mode" = bench ]; then mvn_profile="-Ptest"; fi
 stamp=$( (cat jvm/pom.xml jvm/*/pom.xml; echo "$mvn_profile") | sha256sum | cut -d' ' -f1)
 if [ "$(cat jvm/lib/.stamp 2>/dev/null)" != "$stamp" ]; then
   echo "fetching the JVM packages (jvm/pom.xml $mvn_profile) with Maven"
-  rm -rf jvm/lib/spark jvm/lib/kafka jvm/lib/hdfs
+  rm -rf jvm/lib/spark jvm/lib/kafka jvm/lib/hdfs jvm/lib/s3
   mvn -q -B -f jvm/pom.xml $mvn_profile dependency:copy-dependencies
   echo "$stamp" > jvm/lib/.stamp
 fi
@@ -68,4 +73,7 @@ if [ "$(cat jvm/lib/localfs/.stamp 2>/dev/null)" != "$localfs_stamp" ]; then
   rm -rf jvm/lib/localfs/classes
   echo "$localfs_stamp" > jvm/lib/localfs/.stamp
 fi
+
+# SeaweedFS for `make test-s3`: built once into ~/.cache/sharp-dagster/seaweedfs/ (nothing to do when it is there).
+if [ "$with_s3" = 1 ]; then .venv/bin/python -m sharp_dagster.servers.seaweedfs_build; fi
 mkdir -p data artifacts

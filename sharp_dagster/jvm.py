@@ -7,6 +7,8 @@ The packages are pinned in `jvm/pom.xml` (one place) and copied by `scripts/boot
 - `kafka`: the classpath of the Apache Kafka broker that the demo and the tests start.
 - `hdfs` (the pom's `test` profile, fetched by `scripts/bootstrap.sh test`): the classpath of the HDFS NameNode and
   DataNode the tests start (`sharp_dagster.servers.hdfs`).
+- `s3` (the `test` profile too): Hadoop's S3A file system and the AWS SDK modules it calls, for the `s3a://`
+  warehouse test (its Spark session gets them through `SHARP_SPARK_JARS`).
 
 Beside them, `jvm/lib/localfs/` holds the one class of our own (`jvm/localfs/`, compiled by the bootstrap against
 the Hadoop API jar PySpark ships): Hadoop's local file system without a `chmod` process per file it creates.
