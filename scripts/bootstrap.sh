@@ -34,10 +34,11 @@ fi
 
 # JVM packages: Maven resolves them through the machine's own set-up and caches them in its local repository;
 # jvm/lib/.stamp holds the poms' checksum (and the profile), so an unchanged set-up does not even start Maven.
-# The tests' packages (a real HDFS: jvm/hdfs; Hadoop's S3A: jvm/s3) are in the pom's `test` profile, fetched only for
-# tests and bench.
+# The tests' packages (a real HDFS: jvm/hdfs) are in the pom's `test` profile, fetched only for tests and bench;
+# Hadoop's S3A (jvm/s3) in the `s3` profile, fetched only for the opt-in S3 test.
 mvn_profile=""
 if [ "$mode" = test ] || [ "$mode" = bench ]; then mvn_profile="-Ptest"; fi
+if [ "$with_s3" = 1 ]; then mvn_profile="-Ptest,s3"; fi
 stamp=$( (cat jvm/pom.xml jvm/*/pom.xml; echo "$mvn_profile") | sha256sum | cut -d' ' -f1)
 if [ "$(cat jvm/lib/.stamp 2>/dev/null)" != "$stamp" ]; then
   echo "fetching the JVM packages (jvm/pom.xml $mvn_profile) with Maven"
