@@ -91,7 +91,7 @@ def source_specs(physical_by_table: dict[str, list[str]], database: str) -> list
 
 
 def build_landing_asset(source, database: str, topic: str, source_keys: list[AssetKey]) -> AssetsDefinition:
-    job_name = key_str(landing_table(database))
+    landing = BinlogLanding(source, database, topic)
 
     @asset(
         key=parts(landing_table(database)),
@@ -110,17 +110,30 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
         metadata={"dagster/table_name": landing_table(database), "topic": topic},
     )
     def _landing(context) -> MaterializeResult:
+        return landing(context)
+
+    return _landing
+
+
+class BinlogLanding:
+    """The compute of a raw binlog table: claims the topic's offset range, then, under the claim, the steps `land`,
+    `quarantine` and `done_markers`; a weak alert when messages were quarantined."""
+
+    def __init__(self, source, database: str, topic: str) -> None:
+        self.source, self.database, self.topic = source, database, topic
+        self.job_name = key_str(landing_table(database))
+
+    def __call__(self, context) -> MaterializeResult:
         from sharp_dagster.joblog.incremental import format_offsets, plan_kafka
 
         spark_resource = context.resources.spark
-        jl = (
-            job_log_or_fail()
-        )  # first: when it is unreachable nothing is touched (the catalog lives there too)
+        # First: when the job log is unreachable nothing is touched (the catalog lives there too).
+        jl = job_log_or_fail()
         store = spark_resource.store()
-        window = plan_kafka(jl, job_name)
+        window = plan_kafka(jl, self.job_name)
         app_id = spark_resource.session().sparkContext.applicationId
-        with claimed_range(context, job_name, window, "kafka_offset", app_id) as handle:
-            result, marked = _land(jl, handle, window, spark_resource, store)
+        with claimed_range(context, self.job_name, window, "kafka_offset", app_id) as handle:
+            result, marked = self._land(jl, handle, window, spark_resource, store)
         if result.quarantined:
             alert_quarantine(jl, handle, context.run_id, result)
         return MaterializeResult(
@@ -137,31 +150,60 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
             }
         )
 
-    def _land(jl, handle, window, spark_resource, store):
+    def _land(self, jl, handle, window, spark_resource, store):
         """The landing's steps (`land`, `quarantine`, `done_markers`) under the claim; (result, hours marked)."""
         from sharp_dagster.cdc.done_markers import write_done_markers
+
+        prior_run = _prior_landing(jl, self.job_name)
+        start = {int(p): int(o) for p, o in (window.start or {}).get(self.topic, {}).items()}
+        result = self._land_step(jl, handle, spark_resource, store, start, prior_run)
+        with jl.step(handle, "quarantine", source_type="kafka", target_type="parquet") as rec:
+            rec.failure_count = result.quarantined
+            rec.info(json.dumps(result.quarantine_reasons))
+        window.record_batch(
+            {self.topic: {p: o - 1 for p, o in result.end_offsets.items() if o > start.get(p, 0)}}
+        )
+        jl.set_range_end(handle, window.finish_end())
+        # The done markers publish the hours to the ODS merges: only while this attempt still holds the claim.
+        jl.assert_current(handle)
+        with jl.step(handle, "done_markers", target_type="marker") as rec:
+            marked = write_done_markers(
+                store.warehouse_dir,
+                self.database,
+                result.low_watermark_ms,
+                self.source.lateness_minutes,
+                result.first_seen_ms,
+                spark=spark_resource.session(),
+                prior_low_watermark_ms=prior_run.get("low_watermark_ms"),
+            )
+            rec.target_count = len(marked)
+            rec.info(f"done markers: {marked[:3]}{'...' if len(marked) > 3 else ''}")
+        return result, marked
+
+    def _land_step(self, jl, handle, spark_resource, store, start: dict[int, int], prior_run: dict):
+        """The `land` step: the topic from `start` (the last landing's end) to its end offsets now, into the raw
+        binlog table and the typed images, carrying the watermarks and the first commit time seen."""
         from sharp_dagster.cdc.landing import land
 
-        prior_run = _prior_landing(jl, job_name)
         prior = {int(k): v for k, v in (prior_run.get("watermarks_ms") or {}).items()} or None
         with jl.step(handle, "land", source_type="kafka", target_type="parquet") as rec:
-            start = {int(p): int(o) for p, o in (window.start or {}).get(topic, {}).items()}
+            database = self.source.database(self.database)
             result = land(
                 spark_resource.session(),
                 store,
                 kafka_config(),
-                topic,
+                self.topic,
                 start or None,
                 "latest",
-                source.database(database).shard_rules,
-                database=database,
+                database.shard_rules,
+                database=self.database,
                 prior_watermarks=prior,
-                image_columns=state_columns(store, source.database(database).tables),
+                image_columns=state_columns(store, database.tables),
                 # Every commit of the landing says which attempt wrote it (`sharp-dagster table history`).
                 commit_properties={
                     "token": str(handle.token),
                     "job_id": handle.job_id,
-                    "job_name": job_name,
+                    "job_name": self.job_name,
                     "partition": handle.partition_key or "",
                     "run_id": str(handle.run_id),
                 },
@@ -173,28 +215,7 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
             rec.success_count = result.landed + result.duplicates
             rec.failure_count = result.quarantined
             rec.info(json.dumps(result.to_dict(), default=str))
-        with jl.step(handle, "quarantine", source_type="kafka", target_type="parquet") as rec:
-            rec.failure_count = result.quarantined
-            rec.info(json.dumps(result.quarantine_reasons))
-        window.record_batch({topic: {p: o - 1 for p, o in result.end_offsets.items() if o > start.get(p, 0)}})
-        jl.set_range_end(handle, window.finish_end())
-        # The done markers publish the hours to the ODS merges: only while this attempt still holds the claim.
-        jl.assert_current(handle)
-        with jl.step(handle, "done_markers", target_type="marker") as rec:
-            marked = write_done_markers(
-                store.warehouse_dir,
-                database,
-                result.low_watermark_ms,
-                source.lateness_minutes,
-                result.first_seen_ms,
-                spark=spark_resource.session(),
-                prior_low_watermark_ms=prior_run.get("low_watermark_ms"),
-            )
-            rec.target_count = len(marked)
-            rec.info(f"done markers: {marked[:3]}{'...' if len(marked) > 3 else ''}")
-        return result, marked
-
-    return _landing
+        return result
 
 
 # How many quarantine reasons a weak alert lists (the most frequent first); all are in step_log and the table.

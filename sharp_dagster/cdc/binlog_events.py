@@ -7,7 +7,8 @@ from typing import Any
 
 from pymysqlreplication.constants import FIELD_TYPE, NONE_SOURCE
 
-from sharp_dagster.cdc.messages import TRUNCATE, canonical_value
+from sharp_dagster.cdc.canonical_values import canonical_value
+from sharp_dagster.cdc.messages import TRUNCATE
 
 _NAME = r"(?:`[^`]+`|[A-Za-z0-9_$]+)(?:\s*\.\s*(?:`[^`]+`|[A-Za-z0-9_$]+))?"
 _LEADING_COMMENTS = re.compile(r"^(?:\s+|/\*.*?\*/|--[^\n]*(?:\n|$)|#[^\n]*(?:\n|$))*", re.S)

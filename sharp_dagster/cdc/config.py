@@ -36,8 +36,9 @@ itself folds whatever physical tables match `shard_regex`; the declared ones are
 assets, lineage) and what a test or demo creates. Declared columns must include the primary key and business key
 columns; a sharded table may not declare a column `source_table` (the merge adds it).
 
-`load_source_config(path)` raises `ConfigError` naming the file, the field and the table. `MysqlSettings` holds
-where the source server is; its password never appears in a repr or a log line.
+`load_source_config(path)` raises `ConfigError` naming the file, the field and the table (the field checks are
+`config_fields.py`). `MysqlSettings` holds where the source server is; its password never appears in a repr or a
+log line.
 """
 
 from __future__ import annotations
@@ -46,14 +47,22 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from sharp_dagster.cdc.config_fields import (
+    ConfigError,
+    FieldReader,
+    check_shard_key,
+    read_columns,
+    read_shards,
+    read_start,
+)
 from sharp_dagster.cdc.shards import PHYSICAL_TABLE_COLUMN, ShardRule, ShardRules
-from sharp_dagster.cdc.source_columns import ColumnTypeError, SourceColumn, parse_column
+from sharp_dagster.cdc.source_columns import SourceColumn
 
 PASSWORD_ENV = "SHARP_CDC_MYSQL_PASSWORD"
 DEFAULT_TOPIC_TEMPLATE = "binlog.{database}"
@@ -62,10 +71,6 @@ FLAVORS = ("mariadb", "mysql")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _SOURCE_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
-
-
-class ConfigError(ValueError):
-    """A CDC configuration problem; the message names the file and the field."""
 
 
 @dataclass(frozen=True)
@@ -242,25 +247,35 @@ def write_start(path: str | Path, day: str) -> None:
     os.replace(tmp, path)
 
 
+SOURCE_FIELDS = {
+    "source_id",
+    "flavor",
+    "replica_server_id",
+    "lateness_minutes",
+    "topic_partitions",
+    "databases",
+    "start",
+}
+DATABASE_FIELDS = {"name", "topic", "tables"}
+TABLE_FIELDS = {
+    "name",
+    "shard_regex",
+    "shards",
+    "primary_key",
+    "business_key",
+    "unique_across_shards",
+    "columns",
+}
+
+
 def source_config_from_dict(
     data: Any, origin: str = "<CDC config>", path: Path | None = None
 ) -> SourceConfig:
-    r = _Reader(origin)
+    """Validate a source's YAML, already parsed; `origin` names it in errors."""
+    r = FieldReader(origin)
     top = r.mapping(data, "")
-    r.no_unknown(
-        top,
-        "",
-        {
-            "source_id",
-            "flavor",
-            "replica_server_id",
-            "lateness_minutes",
-            "topic_partitions",
-            "databases",
-            "start",
-        },
-    )
-    start = _start(r, top.get("start"))
+    r.no_unknown(top, "", SOURCE_FIELDS)
+    start = read_start(r, top.get("start"))
     source_id = r.string(top, "source_id", pattern=_SOURCE_ID, hint="letters, digits and _.:-")
     flavor = r.string(top, "flavor", default="mariadb")
     if flavor not in FLAVORS:
@@ -271,63 +286,8 @@ def source_config_from_dict(
     raw_dbs = top.get("databases")
     if not isinstance(raw_dbs, list) or not raw_dbs:
         r.fail("databases", "expected a non-empty list of databases")
-    databases: list[DatabaseConfig] = []
-    seen_db: set[str] = set()
-    for i, raw_db in enumerate(raw_dbs):
-        where = f"databases[{i}]"
-        db_map = r.mapping(raw_db, where)
-        r.no_unknown(db_map, where, {"name", "topic", "tables"})
-        name = r.string(db_map, "name", where, pattern=_IDENT, hint="a plain identifier")
-        if name in seen_db:
-            r.fail(f"{where}.name", f"database {name!r} is listed twice")
-        seen_db.add(name)
-        topic = r.string(
-            db_map,
-            "topic",
-            where,
-            default=DEFAULT_TOPIC_TEMPLATE.format(database=name),
-            pattern=_TOPIC,
-            hint="a Kafka topic name",
-        )
-        raw_tables = db_map.get("tables")
-        if not isinstance(raw_tables, list) or not raw_tables:
-            r.fail(f"{where}.tables", "expected a non-empty list of tables")
-        tables: list[TableConfig] = []
-        seen_t: set[str] = set()
-        for j, raw_t in enumerate(raw_tables):
-            tw = f"{where}.tables[{j}]"
-            t_map = r.mapping(raw_t, tw)
-            r.no_unknown(
-                t_map,
-                tw,
-                {
-                    "name",
-                    "shard_regex",
-                    "shards",
-                    "primary_key",
-                    "business_key",
-                    "unique_across_shards",
-                    "columns",
-                },
-            )
-            tname = r.string(t_map, "name", tw, pattern=_IDENT, hint="a plain identifier")
-            if tname in seen_t:
-                r.fail(f"{tw}.name", f"table {tname!r} is listed twice in database {name}")
-            seen_t.add(tname)
-            regex = r.string(t_map, "shard_regex", tw, default=None)
-            if regex is not None:
-                try:
-                    re.compile(regex)
-                except re.error as exc:
-                    r.fail(f"{tw}.shard_regex", f"bad regular expression {regex!r}: {exc}")
-            pk = r.columns(t_map, "primary_key", tw, required=True)
-            bk = r.columns(t_map, "business_key", tw, required=False)
-            unique = r.boolean(t_map, "unique_across_shards", tw, default=False)
-            _check_shard_key(r, tw, f"{name}.{tname}", regex, bk, unique)
-            shards = _shards(r, t_map, tw, f"{name}.{tname}", regex)
-            columns = _columns(r, t_map, tw, f"{name}.{tname}", regex is not None, pk, bk)
-            tables.append(TableConfig(tname, pk, regex, bk, unique, columns, shards))
-        databases.append(DatabaseConfig(name, topic, tuple(tables)))
+    seen: set[str] = set()
+    databases = [_database(r, raw_db, f"databases[{i}]", seen) for i, raw_db in enumerate(raw_dbs)]
     topics = [db.topic for db in databases]
     if len(set(topics)) != len(topics):
         r.fail("databases", "two databases share one topic; each source database has its own topic")
@@ -336,196 +296,59 @@ def source_config_from_dict(
     )
 
 
-def _start(r: _Reader, value: Any) -> str | None:
-    """`start`: a day, YYYY-MM-DD (YAML reads an unquoted one as a date)."""
-    if value is None:
-        return None
-    if isinstance(value, date) and not isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+def _unique_name(
+    r: FieldReader, entry: Mapping[str, Any], where: str, seen: set[str], what: str, within: str = ""
+) -> str:
+    """An entry's `name`: a plain identifier, not in `seen` yet (then added)."""
+    name = r.string(entry, "name", where, pattern=_IDENT, hint="a plain identifier")
+    if name in seen:
+        r.fail(f"{where}.name", f"{what} {name!r} is listed twice{within}")
+    seen.add(name)
+    return name
+
+
+def _database(r: FieldReader, raw_db: Any, where: str, seen: set[str]) -> DatabaseConfig:
+    """One entry of `databases`: its name (not in `seen` yet, then added), topic and tables."""
+    db_map = r.mapping(raw_db, where)
+    r.no_unknown(db_map, where, DATABASE_FIELDS)
+    name = _unique_name(r, db_map, where, seen, "database")
+    topic = r.string(
+        db_map,
+        "topic",
+        where,
+        default=DEFAULT_TOPIC_TEMPLATE.format(database=name),
+        pattern=_TOPIC,
+        hint="a Kafka topic name",
+    )
+    raw_tables = db_map.get("tables")
+    if not isinstance(raw_tables, list) or not raw_tables:
+        r.fail(f"{where}.tables", "expected a non-empty list of tables")
+    seen_tables: set[str] = set()
+    tables = [
+        _table(r, raw_t, f"{where}.tables[{j}]", name, seen_tables) for j, raw_t in enumerate(raw_tables)
+    ]
+    return DatabaseConfig(name, topic, tuple(tables))
+
+
+def _table(r: FieldReader, raw_t: Any, where: str, database: str, seen: set[str]) -> TableConfig:
+    """One entry of a database's `tables`: its name (not in `seen` yet, then added), shards, keys and columns."""
+    t_map = r.mapping(raw_t, where)
+    r.no_unknown(t_map, where, TABLE_FIELDS)
+    name = _unique_name(r, t_map, where, seen, "table", f" in database {database}")
+    regex = r.string(t_map, "shard_regex", where, default=None)
+    if regex is not None:
         try:
-            return date.fromisoformat(value).isoformat()
-        except ValueError:
-            pass
-    r.fail("start", f"expected a day YYYY-MM-DD, got {value!r}")
-    return None
-
-
-def _check_shard_key(
-    r: _Reader, where: str, table: str, regex: str | None, business_key: tuple[str, ...] | None, unique: bool
-) -> None:
-    """A sharded table's merge key must tell its shards apart: never a silent collapse of their equal ids."""
-    if unique and (regex is None or not business_key):
-        r.fail(
-            f"{where}.unique_across_shards",
-            f"only for a sharded table (shard_regex) with a business_key; table {table} has "
-            + ("no shard_regex" if regex is None else "no business_key"),
-        )
-    if regex is None or not business_key or unique:
-        return
-    if PHYSICAL_TABLE_COLUMN not in {c.lower() for c in business_key}:
-        r.fail(
-            f"{where}.business_key",
-            f"table {table} is sharded (shard_regex {regex!r}) but its merge key {list(business_key)} cannot tell "
-            "its shards apart: rows of different shards with the same key would be merged into one. Add "
-            f"{PHYSICAL_TABLE_COLUMN} to the business_key, or set unique_across_shards: true if the key is unique "
-            "across all shards",
-        )
-
-
-def _shards(r: _Reader, t_map, where: str, table: str, regex: str | None) -> tuple[str, ...]:
-    """The declared physical tables: a count N (`<name>_0` .. `<name>_{N-1}`) or a list, each matching the regex."""
-    value = t_map.get("shards")
-    if value is None:
-        return ()
-    field_path = f"{where}.shards"
-    if regex is None:
-        r.fail(
-            field_path, f"table {table} has no shard_regex: an unsharded table's physical table is its name"
-        )
-    logical = table.split(".", 1)[1]
-    if isinstance(value, int) and not isinstance(value, bool):
-        if not 1 <= value <= 100_000:
-            r.fail(field_path, f"table {table}: a shard count is from 1 to 100000, got {value}")
-        names = [f"{logical}_{i}" for i in range(value)]
-    elif isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
-        names = list(value)
-        if len(set(names)) != len(names):
-            r.fail(field_path, f"table {table}: a physical table is listed twice in {names}")
-    else:
-        r.fail(
-            field_path,
-            f"table {table}: expected a shard count or a list of physical table names, got {value!r}",
-        )
-    rule = ShardRule(logical, regex)
-    stray = [n for n in names if not rule.matches(n)]
-    if stray:
-        r.fail(field_path, f"table {table}: {', '.join(stray[:3])} do(es) not match shard_regex {regex!r}")
-    return tuple(names)
-
-
-def _columns(
-    r: _Reader,
-    t_map,
-    where: str,
-    table: str,
-    sharded: bool,
-    primary_key: tuple[str, ...],
-    business_key: tuple[str, ...] | None,
-) -> tuple[SourceColumn, ...]:
-    """The declared columns (`<name> <MySQL type>` each), holding the keys; none when not declared."""
-    value = t_map.get("columns")
-    if value is None:
-        return ()
-    field_path = f"{where}.columns"
-    if not isinstance(value, list) or not value:
-        r.fail(
-            field_path, f"table {table}: expected a non-empty list of '<name> <MySQL type>', got {value!r}"
-        )
-    columns: list[SourceColumn] = []
-    seen: set[str] = set()
-    for k, item in enumerate(value):
-        if not isinstance(item, str):
-            r.fail(f"{field_path}[{k}]", f"table {table}: expected '<name> <MySQL type>', got {item!r}")
-        try:
-            column = parse_column(item)
-        except ColumnTypeError as exc:
-            r.fail(f"{field_path}[{k}]", f"table {table}: {exc}")
-        if column.name.lower() in seen:
-            r.fail(f"{field_path}[{k}]", f"table {table}: column {column.name!r} is declared twice")
-        if sharded and column.name.lower() == PHYSICAL_TABLE_COLUMN:
-            r.fail(
-                f"{field_path}[{k}]",
-                f"table {table} is sharded: its ODS rows get a column {PHYSICAL_TABLE_COLUMN} (the physical "
-                "table), so no source column may have that name",
-            )
-        seen.add(column.name.lower())
-        columns.append(column)
-    for key_field, key in (("primary_key", primary_key), ("business_key", business_key or ())):
-        missing = [c for c in key if c.lower() not in seen and c.lower() != PHYSICAL_TABLE_COLUMN]
-        if missing:
-            r.fail(f"{where}.{key_field}", f"table {table}: {missing} not among the declared columns")
-    return tuple(columns)
-
-
-class _Reader:
-    """Field access with errors of the form `<file>: <field path>: <problem>`."""
-
-    def __init__(self, origin: str):
-        self.origin = origin
-
-    def fail(self, where: str, problem: str) -> None:
-        location = f"{self.origin}: {where}" if where else self.origin
-        raise ConfigError(f"{location}: {problem}")
-
-    @staticmethod
-    def _join(where: str, key: str) -> str:
-        return f"{where}.{key}" if where else key
-
-    def mapping(self, value: Any, where: str) -> Mapping[str, Any]:
-        if not isinstance(value, Mapping):
-            self.fail(where or "top level", f"expected a mapping, got {type(value).__name__}")
-        return value
-
-    def no_unknown(self, mapping: Mapping[str, Any], where: str, known: set[str]) -> None:
-        unknown = sorted(set(mapping) - known)
-        if unknown:
-            self.fail(
-                where or "top level",
-                f"unknown field(s) {', '.join(map(str, unknown))}; known: {', '.join(sorted(known))}",
-            )
-
-    def string(
-        self, mapping, key, where="", default: Any = ..., pattern: re.Pattern | None = None, hint: str = ""
-    ) -> Any:
-        field_path = self._join(where, key)
-        if key not in mapping or mapping[key] is None:
-            if default is ...:
-                self.fail(field_path, "required")
-            return default
-        value = mapping[key]
-        if not isinstance(value, str) or not value:
-            self.fail(field_path, f"expected a non-empty string, got {value!r}")
-        if pattern is not None and not pattern.match(value):
-            self.fail(field_path, f"{value!r} is not {hint or 'valid'}")
-        return value
-
-    def integer(
-        self, mapping, key, where="", default: Any = ..., minimum: int = 0, maximum: int = 2**63
-    ) -> int:
-        field_path = self._join(where, key)
-        if key not in mapping or mapping[key] is None:
-            if default is ...:
-                self.fail(field_path, "required")
-            return default
-        value = mapping[key]
-        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-            self.fail(field_path, f"expected an integer from {minimum} to {maximum}, got {value!r}")
-        return value
-
-    def boolean(self, mapping, key, where="", default: bool = False) -> bool:
-        field_path = self._join(where, key)
-        value = mapping.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            self.fail(field_path, f"expected true or false, got {value!r}")
-        return value
-
-    def columns(self, mapping, key, where, required: bool) -> tuple[str, ...] | None:
-        field_path = self._join(where, key)
-        value = mapping.get(key)
-        if value is None:
-            if required:
-                self.fail(field_path, "required: a list of column names")
-            return None
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list) or not value or not all(isinstance(c, str) and c for c in value):
-            self.fail(field_path, f"expected a non-empty list of column names, got {value!r}")
-        if len(set(value)) != len(value):
-            self.fail(field_path, f"column listed twice in {value!r}")
-        return tuple(value)
+            re.compile(regex)
+        except re.error as exc:
+            r.fail(f"{where}.shard_regex", f"bad regular expression {regex!r}: {exc}")
+    pk = r.columns(t_map, "primary_key", where, required=True)
+    bk = r.columns(t_map, "business_key", where, required=False)
+    unique = r.boolean(t_map, "unique_across_shards", where, default=False)
+    qualified = f"{database}.{name}"
+    check_shard_key(r, where, qualified, regex, bk, unique)
+    shards = read_shards(r, t_map, where, qualified, regex)
+    columns = read_columns(r, t_map, where, qualified, regex is not None, pk, bk)
+    return TableConfig(name, pk, regex, bk, unique, columns, shards)
 
 
 def snapshot_day(start: str) -> str:

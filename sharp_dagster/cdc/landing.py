@@ -173,50 +173,16 @@ def land(
     parsed: _Parsed | None = None
     try:
         try:
-            marks = kafka_watermarks(
-                consumer, topic
-            )  # one ListOffsets per partition: first offsets, and the ends
-            partitions = sorted(marks)
-            ends = (
-                {p: high for p, (_low, high) in marks.items()}
-                if end_offsets == "latest"
-                else dict(end_offsets)
-            )
-            starts: dict[int, int] = {}
-            for p in partitions:
-                low = marks[p][0]
-                start = int(start_offsets[p]) if start_offsets and p in start_offsets else low
-                end = int(ends.get(p, start))
-                if start < low:
-                    raise LandingError(
-                        f"{topic}[{p}]: start offset {start} is before the first retained offset {low}: "
-                        "records were lost"
-                    )
-                if start > end:
-                    raise LandingError(
-                        f"{topic}[{p}]: start offset {start} is beyond the end offset {end}; "
-                        "was the topic re-created or the broker's storage lost?"
-                    )
-                starts[p] = start
-                ends[p] = end
+            # One ListOffsets per partition: first offsets, and the ends.
+            starts, ends = _offset_range(kafka_watermarks(consumer, topic), topic, start_offsets, end_offsets)
             result = LandingResult(
                 topic=topic, database=database, start_offsets=dict(starts), end_offsets=dict(starts)
             )
-            watermarks: dict[int, int | None] = {p: (prior_watermarks or {}).get(p) for p in partitions}
+            watermarks: dict[int, int | None] = {p: (prior_watermarks or {}).get(p) for p in sorted(starts)}
             parsed = _read(
-                consumer,
-                errors,
-                topic,
-                starts,
-                ends,
-                spark,
-                options,
-                shard_rules,
-                ingest,
-                result,
-                watermarks,
+                consumer, errors, topic, starts, ends, spark, options, shard_rules, ingest, result, watermarks,
                 timeout_s,
-            )
+            )  # fmt: skip
         except KafkaException as exc:
             errors.raise_if_any(topic)
             raise LandingError(f"{topic}: {exc.args[0].str() if exc.args else exc}") from exc
@@ -227,18 +193,61 @@ def land(
         result.watermarks_ms = watermarks
         result.low_watermark_ms = low_watermark(watermarks)
         if parsed is not None:
-            props = dict(commit_properties or {})
-            _write_rows(table_store, database, parsed, result, props)
-            if result.touched_hours:
-                tables = sorted({table for table, _, _ in result.touched_hours})
-                result.typed_images = write_typed_images(
-                    table_store, database, parsed.unique_rows, tables, image_columns, props
-                )
-            _write_quarantine(table_store, database, parsed, ingest, props)
+            _write(
+                table_store, database, parsed, result, ingest, image_columns, dict(commit_properties or {})
+            )
         return result
     finally:
         if parsed is not None:
             parsed.release()
+
+
+def _offset_range(
+    marks: Mapping[int, tuple[int, int]],
+    topic: str,
+    start_offsets: Mapping[int, int] | None,
+    end_offsets: Mapping[int, int] | str,
+) -> tuple[dict[int, int], dict[int, int]]:
+    """The (starts, ends) to read of every partition, from the brokers' (first, high) offsets `marks`: a start
+    before the first retained offset (records lost) or beyond the end (topic re-created) is refused."""
+    ends = {p: high for p, (_low, high) in marks.items()} if end_offsets == "latest" else dict(end_offsets)
+    starts: dict[int, int] = {}
+    for p in sorted(marks):
+        low = marks[p][0]
+        start = int(start_offsets[p]) if start_offsets and p in start_offsets else low
+        end = int(ends.get(p, start))
+        if start < low:
+            raise LandingError(
+                f"{topic}[{p}]: start offset {start} is before the first retained offset {low}: "
+                "records were lost"
+            )
+        if start > end:
+            raise LandingError(
+                f"{topic}[{p}]: start offset {start} is beyond the end offset {end}; "
+                "was the topic re-created or the broker's storage lost?"
+            )
+        starts[p] = start
+        ends[p] = end
+    return starts, ends
+
+
+def _write(
+    store: IcebergTables,
+    database: str,
+    parsed: _Parsed,
+    result: LandingResult,
+    ingest: int,
+    image_columns: Mapping[str, Sequence[tuple[str, str]]] | None,
+    props: Mapping[str, str],
+) -> None:
+    """Write what a whole read parsed: the raw rows, each touched table's typed images, the quarantine."""
+    _write_rows(store, database, parsed, result, props)
+    if result.touched_hours:
+        tables = sorted({table for table, _, _ in result.touched_hours})
+        result.typed_images = write_typed_images(
+            store, database, parsed.unique_rows, tables, image_columns, props
+        )
+    _write_quarantine(store, database, parsed, ingest, props)
 
 
 def _database_of(topic: str) -> str:
@@ -284,27 +293,7 @@ def _read(
     total = sum(ends[p] - starts[p] for p in starts)
     if total == 0:
         return None
-    reader = spark.read.format("kafka").options(**kafka_options)
-    parallelism = spark.sparkContext.defaultParallelism
-    if total >= SPLIT_ABOVE_RECORDS and len(starts) < parallelism:
-        reader = reader.option("minPartitions", str(parallelism))  # one big partition on several cores
-    kafka = (
-        reader.option("subscribe", topic)
-        .option("startingOffsets", json.dumps({topic: {str(p): o for p, o in starts.items()}}))
-        .option("endingOffsets", json.dumps({topic: {str(p): o for p, o in ends.items()}}))
-        .option("failOnDataLoss", "true")
-        .load()
-    )
-    from pyspark.sql.pandas.types import to_arrow_schema  # imports pyarrow: only when a landing runs
-
-    schema = StructType.fromDDL(", ".join(f"{n} {t}" for n, t in PARSED_COLUMNS))
-    millis = F.unix_millis("timestamp")
-    records = kafka.select(
-        "value",
-        "partition",
-        "offset",
-        F.when(millis >= 0, millis).otherwise(F.lit(None)).alias("timestamp_ms"),
-    ).mapInArrow(RecordParser(topic, rules, ingest, result.database, to_arrow_schema(schema)), schema)
+    records = _parsed_records(spark, kafka_options, topic, starts, ends, rules, ingest, result.database)
 
     def read_and_summarize(abandoned: threading.Event) -> list:
         # persist() already plans the query, and planning asks the brokers for the topic's partitions: both
@@ -330,18 +319,7 @@ def _read(
         )
         parsed = _Parsed(records, records.filter(F.col("kind") == ROW), {}, [])
         rows_read, parsed.rows_per_hour, parsed.quarantine_days = _summarize(summary, result, watermarks)
-        rows = parsed.unique_rows
-        if rows_read and rows.select("event_uid").distinct().count() < rows_read:
-            # A change read twice (a collector replay inside the range): keep the copy at the lowest position.
-            first = Window.partitionBy("event_uid").orderBy("kafka_partition", "kafka_offset")
-            parsed.unique_rows = (
-                rows.withColumn("_n", F.row_number().over(first))
-                .filter("_n = 1")
-                .drop("_n")
-                .persist(StorageLevel.MEMORY_AND_DISK)
-            )
-            per_hour = parsed.unique_rows.groupBy(*bs.RAW_BINLOG_PARTITION_COLUMNS).count().collect()
-            parsed.rows_per_hour = {(r.table_name, r.dt, r.hour): r["count"] for r in per_hour}
+        _keep_first_copies(parsed, rows_read)
         result.duplicates += rows_read - sum(parsed.rows_per_hour.values())
     except BaseException:
         if parsed is not None:
@@ -350,6 +328,58 @@ def _read(
             records.unpersist()
         raise
     return parsed
+
+
+def _parsed_records(
+    spark: SparkSession,
+    kafka_options: Mapping[str, str],
+    topic: str,
+    starts: dict[int, int],
+    ends: dict[int, int],
+    rules: ShardRules,
+    ingest: int,
+    database: str,
+) -> DataFrame:
+    """The plan (nothing read yet) of [starts, ends) of every partition, parsed on the executors."""
+    total = sum(ends[p] - starts[p] for p in starts)
+    reader = spark.read.format("kafka").options(**kafka_options)
+    parallelism = spark.sparkContext.defaultParallelism
+    if total >= SPLIT_ABOVE_RECORDS and len(starts) < parallelism:
+        reader = reader.option("minPartitions", str(parallelism))  # one big partition on several cores
+    kafka = (
+        reader.option("subscribe", topic)
+        .option("startingOffsets", json.dumps({topic: {str(p): o for p, o in starts.items()}}))
+        .option("endingOffsets", json.dumps({topic: {str(p): o for p, o in ends.items()}}))
+        .option("failOnDataLoss", "true")
+        .load()
+    )
+    from pyspark.sql.pandas.types import to_arrow_schema  # imports pyarrow: only when a landing runs
+
+    schema = StructType.fromDDL(", ".join(f"{n} {t}" for n, t in PARSED_COLUMNS))
+    millis = F.unix_millis("timestamp")
+    return kafka.select(
+        "value",
+        "partition",
+        "offset",
+        F.when(millis >= 0, millis).otherwise(F.lit(None)).alias("timestamp_ms"),
+    ).mapInArrow(RecordParser(topic, rules, ingest, database, to_arrow_schema(schema)), schema)
+
+
+def _keep_first_copies(parsed: _Parsed, rows_read: int) -> None:
+    """Keep one copy of a change read twice (a collector replay inside the range): the one at the lowest
+    (partition, offset); `parsed.rows_per_hour` then counts the unique rows."""
+    rows = parsed.unique_rows
+    if not rows_read or rows.select("event_uid").distinct().count() >= rows_read:
+        return
+    first = Window.partitionBy("event_uid").orderBy("kafka_partition", "kafka_offset")
+    parsed.unique_rows = (
+        rows.withColumn("_n", F.row_number().over(first))
+        .filter("_n = 1")
+        .drop("_n")
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    per_hour = parsed.unique_rows.groupBy(*bs.RAW_BINLOG_PARTITION_COLUMNS).count().collect()
+    parsed.rows_per_hour = {(r.table_name, r.dt, r.hour): r["count"] for r in per_hour}
 
 
 def _summarize(

@@ -22,12 +22,8 @@ carries ONE row change (`data` holds one row) and these extra fields:
   values, as in Canal; `before` makes an update that changes the primary key visible (the merge deletes the old
   key). A message without `before` (plain Canal) gets `before = data + old`, exact under a FULL row image.
 
-Values are strings (or JSON null for SQL NULL), as in Canal, in a canonical form (`canonical_value`):
-integers in decimal; DECIMAL in plain notation keeping its scale (`12.50`); floats by Python's shortest repr;
-DATETIME/TIMESTAMP as `YYYY-MM-DD HH:MM:SS` with `.ffffff` only when the fraction is not zero (TIMESTAMP in UTC);
-DATE as `YYYY-MM-DD`; TIME as `[-]H:MM:SS[.ffffff]`; YEAR as a number; bytes (BINARY/VARBINARY/BLOB) as
-standard base64; SET as its members sorted and comma-joined; JSON columns as compact JSON with sorted keys.
-A column absent from a row image was not logged (MINIMAL row image), which is not the same as null.
+Values are strings (or JSON null for SQL NULL), as in Canal, in the canonical form of `canonical_values.py`. A
+column absent from a row image was not logged (MINIMAL row image), which is not the same as null.
 
 Besides row changes, DDL (`isDdl`, type ALTER/CREATE/ERASE/RENAME/CINDEX/DINDEX) and TRUNCATE are messages of
 their own, and the collector sends `type: HEARTBEAT` messages (no table) to every partition: "everything up to
@@ -43,7 +39,6 @@ offset. A row it returns is also safe to write: every value fits its raw-table c
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
 import time
@@ -75,67 +70,6 @@ RAW_ROW_KEYS = tuple(
     + list(bs.RAW_BINLOG_PARTITION_COLUMNS)
     + list(PARSED_ONLY_KEYS)
 )
-
-
-# ---------------------------------------------------------------------------------------------------- values
-def canonical_value(value: Any) -> str | None:
-    """The string a column value travels as (see the module docstring).
-
-    >>> canonical_value(Decimal("1.50")), canonical_value(dt.datetime(2024, 1, 2, 3, 4, 5, 120000))
-    ('1.50', '2024-01-02 03:04:05.120000')
-    >>> canonical_value(b"\\x00\\xff"), canonical_value({"b", "a"}), canonical_value(dt.timedelta(hours=-1, seconds=1))
-    ('AP8=', 'a,b', '-0:59:59')
-    """
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, dt.datetime):
-        return value.isoformat(sep=" ")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, dt.timedelta):
-        return _format_time(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, (set, frozenset)):
-        return ",".join(sorted(canonical_value(v) or "" for v in value))
-    if isinstance(value, (dict, list, tuple)):
-        return json.dumps(_json_ready(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return str(value)
-
-
-def _format_time(value: dt.timedelta) -> str:
-    micros = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
-    sign = "-" if micros < 0 else ""
-    micros = abs(micros)
-    seconds, frac = divmod(micros, 1_000_000)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    text = f"{sign}{hours}:{minutes:02d}:{secs:02d}"
-    return f"{text}.{frac:06d}" if frac else text
-
-
-def _json_ready(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {(k.decode() if isinstance(k, bytes) else str(k)): _json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_ready(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    return canonical_value(value)
-
-
-def canonical_row(values: Mapping[str, Any]) -> dict[str, str | None]:
-    return {name: canonical_value(v) for name, v in values.items()}
 
 
 # ---------------------------------------------------------------------------------------------------- messages
@@ -297,6 +231,74 @@ def _parse(
     ingest_ts_ms: int | None,
     expected_database: str | None,
 ):
+    """The checks in the order their reasons are reported: the envelope, a heartbeat's end, the identity, the
+    table, the images; then the raw row."""
+    msg = _decode(raw)
+    kind, source_id, es, commit_ts, database = _envelope(msg, topic, expected_database)
+    if kind == HEARTBEAT:
+        pos = msg.get("binlogPos")
+        return Heartbeat(
+            source_id,
+            str(database or ""),
+            es,
+            topic,
+            partition,
+            offset,
+            msg.get("binlogFile"),
+            pos if isinstance(pos, int) else None,
+        )
+    identity = _identity(msg)
+    if not isinstance(database, str) or not database:
+        raise _Bad("no database")
+    table = msg.get("table")
+    if not isinstance(table, str) or not table:
+        raise _Bad("no table")
+    logical = rules.fold(table)
+    if logical is None:
+        raise _Bad(f"unknown table {database}.{table}: no configured table or shard rule matches it")
+    op, before, after, ddl_sql = _images(msg, kind)
+    pk_names = msg.get("pkNames") or []
+    if not isinstance(pk_names, list) or not all(isinstance(c, str) for c in pk_names):
+        raise _Bad(f"pkNames is not a list of column names: {_short(pk_names)}")
+    gtid = msg.get("gtid")
+    when = dt.datetime.fromtimestamp(commit_ts / 1000, tz=dt.UTC)
+    row = {
+        "source_id": source_id,
+        "binlog_file": identity.binlog_file,
+        "binlog_file_seq": identity.file_seq,
+        "binlog_pos": identity.pos,
+        "row_idx": identity.row_idx,
+        "binlog_seq": Decimal(identity.seq),
+        "gtid": gtid if isinstance(gtid, str) else None,
+        "event_uid": bs.event_uid(
+            source_id, identity.binlog_file, identity.pos, identity.row_idx, identity.epoch
+        ),
+        "event_ts_ms": es,
+        "commit_ts_ms": commit_ts,
+        "op": op,
+        "source_db": database,
+        "source_table": table,
+        "pk_names": list(pk_names),
+        "before_json": _dumps(before),
+        "after_json": _dumps(after),
+        "ddl_sql": ddl_sql,
+        "kafka_topic": topic,
+        "kafka_partition": partition,
+        "kafka_offset": offset,
+        "ingest_ts_ms": ingest_ts_ms if ingest_ts_ms is not None else int(time.time() * 1000),
+        "table_name": logical,
+        "dt": when.strftime("%Y-%m-%d"),
+        "hour": when.strftime("%H"),
+    }
+    for name, v in row.items():
+        if not all(_utf8(t) for t in (v if isinstance(v, list) else [v]) if isinstance(t, str)):
+            # JSON's \ud800 escapes decode to lone surrogates, which no UTF-8 writer takes: the write would fail.
+            raise _Bad(f"bad text: {name} holds a lone surrogate, not encodable as UTF-8")
+    return row
+
+
+def _decode(raw: bytes) -> dict[str, Any]:
+    """The message's JSON object."""
     if not raw:
         raise _Bad("empty message")
     try:
@@ -308,6 +310,13 @@ def _parse(
         raise _Bad("not JSON: nested too deeply to decode") from None
     if not isinstance(msg, dict):
         raise _Bad(f"not a JSON object but a {type(msg).__name__}")
+    return msg
+
+
+def _envelope(
+    msg: Mapping[str, Any], topic: str, expected_database: str | None
+) -> tuple[str, str, int, int, Any]:
+    """What every message, heartbeats included, carries: (type, sourceId, es, commit time, database)."""
     kind = msg.get("type")
     # Checked as a string first: a list or an object is unhashable and would raise in the set lookup.
     if not isinstance(kind, str) or kind not in KNOWN_TYPES:
@@ -326,19 +335,24 @@ def _parse(
         raise _Bad(
             f"wrong database: the message is for {_short(database)}, topic {topic} carries {expected_database!r}"
         )
-    if kind == HEARTBEAT:
-        pos = msg.get("binlogPos")
-        return Heartbeat(
-            source_id,
-            str(database or ""),
-            es,
-            topic,
-            partition,
-            offset,
-            msg.get("binlogFile"),
-            pos if isinstance(pos, int) else None,
-        )
+    return kind, source_id, es, commit_ts, database
 
+
+@dataclass(frozen=True)
+class _Identity:
+    """Where a change stands in the binlog: its file, position, row index and epoch, and the sequence numbers
+    they give (`binlog_schema`)."""
+
+    binlog_file: str
+    file_seq: int
+    pos: int
+    row_idx: int
+    epoch: int
+    seq: int
+
+
+def _identity(msg: Mapping[str, Any]) -> _Identity:
+    """The binlog identity of a row change or DDL (`binlogFile`, `binlogPos`, `rowIdx`, `binlogEpoch`)."""
     binlog_file = msg.get("binlogFile")
     pos = msg.get("binlogPos")
     row_idx = msg.get("rowIdx")
@@ -362,73 +376,27 @@ def _parse(
         seq = bs.binlog_seq(file_seq, pos, row_idx)
     except ValueError as exc:
         raise _Bad(f"bad binlog identity: {exc}") from None
-    if not isinstance(database, str) or not database:
-        raise _Bad("no database")
-    table = msg.get("table")
-    if not isinstance(table, str) or not table:
-        raise _Bad("no table")
-    logical = rules.fold(table)
-    if logical is None:
-        raise _Bad(f"unknown table {database}.{table}: no configured table or shard rule matches it")
+    return _Identity(binlog_file, file_seq, pos, row_idx, epoch, seq)
 
-    before: dict | None = None
-    after: dict | None = None
-    ddl_sql: str | None = None
-    if kind in ROW_TYPES:
-        op = ROW_TYPES[kind]
-        data = _one_row(msg, "data", required=True)
-        if op == "c":
-            after = data
-        elif op == "d":
-            before = data
-        else:
-            after = data
-            before = _one_row(msg, "before", required=False)
-            if before is None:
-                old = _one_row(msg, "old", required=False) or {}
-                before = {**data, **old}
-    else:
-        op = "t" if kind == TRUNCATE else "ddl"
+
+def _images(msg: Mapping[str, Any], kind: str) -> tuple[str, dict | None, dict | None, str | None]:
+    """(op, before image, after image, DDL text) of a row change, a DDL or a TRUNCATE."""
+    if kind not in ROW_TYPES:
         ddl_sql = msg.get("sql")
         if not isinstance(ddl_sql, str) or not ddl_sql.strip():
             raise _Bad(f"{kind} message without sql")
-
-    pk_names = msg.get("pkNames") or []
-    if not isinstance(pk_names, list) or not all(isinstance(c, str) for c in pk_names):
-        raise _Bad(f"pkNames is not a list of column names: {_short(pk_names)}")
-    gtid = msg.get("gtid")
-    when = dt.datetime.fromtimestamp(commit_ts / 1000, tz=dt.UTC)
-    row = {
-        "source_id": source_id,
-        "binlog_file": binlog_file,
-        "binlog_file_seq": file_seq,
-        "binlog_pos": pos,
-        "row_idx": row_idx,
-        "binlog_seq": Decimal(seq),
-        "gtid": gtid if isinstance(gtid, str) else None,
-        "event_uid": bs.event_uid(source_id, binlog_file, pos, row_idx, epoch),
-        "event_ts_ms": es,
-        "commit_ts_ms": commit_ts,
-        "op": op,
-        "source_db": database,
-        "source_table": table,
-        "pk_names": list(pk_names),
-        "before_json": _dumps(before),
-        "after_json": _dumps(after),
-        "ddl_sql": ddl_sql,
-        "kafka_topic": topic,
-        "kafka_partition": partition,
-        "kafka_offset": offset,
-        "ingest_ts_ms": ingest_ts_ms if ingest_ts_ms is not None else int(time.time() * 1000),
-        "table_name": logical,
-        "dt": when.strftime("%Y-%m-%d"),
-        "hour": when.strftime("%H"),
-    }
-    for name, v in row.items():
-        if not all(_utf8(t) for t in (v if isinstance(v, list) else [v]) if isinstance(t, str)):
-            # JSON's \ud800 escapes decode to lone surrogates, which no UTF-8 writer takes: the write would fail.
-            raise _Bad(f"bad text: {name} holds a lone surrogate, not encodable as UTF-8")
-    return row
+        return ("t" if kind == TRUNCATE else "ddl"), None, None, ddl_sql
+    op = ROW_TYPES[kind]
+    data = _one_row(msg, "data", required=True)
+    if op == "c":
+        return op, None, data, None
+    if op == "d":
+        return op, data, None, None
+    before = _one_row(msg, "before", required=False)
+    if before is None:
+        old = _one_row(msg, "old", required=False) or {}
+        before = {**data, **old}
+    return op, before, data, None
 
 
 def _whole(msg: Mapping[str, Any], key: str, default: int, most: int, what: str) -> int:

@@ -27,7 +27,7 @@ from sharp_dagster.joblog.heartbeat import claim_timeout_s
 from sharp_dagster.joblog.models import FAILURE
 from sharp_dagster.joblog.records import JobHandle, schedule_id_for
 from sharp_dagster.joblog.store import JobLog
-from sharp_dagster.periods import PeriodSpec
+from sharp_dagster.periods import Period, PeriodSpec
 
 ROLLBACK_STEP = "rollback"
 ROLLBACK_PROJECT = "sharp_dagster"
@@ -183,14 +183,46 @@ def rollback_table(
     if not undone:
         raise RollbackRefused(f"{table} is already at snapshot {target}: nothing to roll back")
     periods, unrecorded = _group_periods(job_log, undone, default_job_name, specs)
+    windows = _windows(periods, specs)
+    _refuse_live_claims(job_log, periods, windows)
+    handles = _claim(job_log, periods, windows, run_id, f"rollback of {table} to snapshot {target}")
+    try:
+        previous = rollback(int(target), head)
+    except BaseException as exc:
+        # The table may or may not have moved (a commit whose outcome is unknown): re-running the period is safe,
+        # believing the old SUCCESS is not.
+        for _, handle in handles:
+            job_log.finish(handle, FAILURE, f"rollback of {table} to snapshot {target} failed: {exc}")
+        raise
+    for p, handle in handles:
+        _record(job_log, handle, p, table, int(target), previous, reason)
+    return RollbackResult(
+        table=table,
+        target_snapshot_id=int(target),
+        previous_snapshot_id=previous,
+        undone=undone,
+        periods=periods,
+        unrecorded=unrecorded,
+    )
+
+
+def _windows(
+    periods: Sequence[PeriodRollback], specs: Mapping[str, PeriodSpec]
+) -> dict[tuple[str, str], Period]:
+    """Each undone period's window, from its asset's grain; a partition key that names no period is refused."""
     windows = {}
     for p in periods:
         try:
             windows[(p.job_name, p.partition_key)] = specs[p.job_name].period_for_key(p.partition_key)
         except ValueError as exc:
             raise RollbackRefused(f"{p.job_name}: snapshot property sharp.partition: {exc}") from None
+    return windows
 
-    # A live holder is refused before anything is written (a stale one is taken over by the claim below).
+
+def _refuse_live_claims(
+    job_log: JobLog, periods: Sequence[PeriodRollback], windows: Mapping[tuple[str, str], Period]
+) -> None:
+    """A live holder is refused before anything is written (a stale one is taken over by the claim after)."""
     stale_after = claim_timeout_s()
     now = job_log.now()
     for p in periods:
@@ -203,6 +235,15 @@ def rollback_table(
                 f"last heartbeat {holder.heartbeat_time:%Y-%m-%d %H:%M:%S} UTC: wait for it or take it over"
             )
 
+
+def _claim(
+    job_log: JobLog,
+    periods: Sequence[PeriodRollback],
+    windows: Mapping[tuple[str, str], Period],
+    run_id: str | None,
+    what: str,
+) -> list[tuple[PeriodRollback, JobHandle]]:
+    """Claim every undone period, so no run publishes into it while the table rolls back; all or none."""
     handles: list[tuple[PeriodRollback, JobHandle]] = []
     try:
         for p in periods:
@@ -217,41 +258,33 @@ def rollback_table(
     except ClaimRefused as exc:
         # A run claimed a period between the check and here: give back what was claimed, table untouched.
         for _, handle in handles:
-            job_log.finish(
-                handle, FAILURE, f"rollback of {table} to snapshot {target} aborted, table unchanged: {exc}"
-            )
+            job_log.finish(handle, FAILURE, f"{what} aborted, table unchanged: {exc}")
         raise RollbackRefused(str(exc)) from None
+    return handles
 
-    try:
-        previous = rollback(int(target), head)
-    except BaseException as exc:
-        # The table may or may not have moved (a commit whose outcome is unknown): re-running the period is safe,
-        # believing the old SUCCESS is not.
-        for _, handle in handles:
-            job_log.finish(handle, FAILURE, f"rollback of {table} to snapshot {target} failed: {exc}")
-        raise
 
-    for p, handle in handles:
-        p.error = _error_for(table, int(target), p, reason)
-        with job_log.step(handle, ROLLBACK_STEP, source_type="iceberg", target_type="iceberg") as rec:
-            rec.source_count = sum(u.added_records for u in p.undone)
-            rec.target_count = 0
-            rec.info(f"{table}: main rolled back from snapshot {previous} to snapshot {target}")
-            for u in p.undone:
-                rec.info(
-                    f"undone: snapshot {u.snapshot_id} ({u.operation or '?'}), attempt {u.token or '-'}, "
-                    f"job id {u.job_id or '-'}, run {u.run_id or '-'}, partition {u.partition_key or '-'}, "
-                    f"+{u.added_records} -{u.deleted_records} records"
-                )
-            if reason:
-                rec.info(f"reason: {reason}")
-        job_log.finish(handle, FAILURE, p.error)
-        p.job_id, p.attempt = handle.job_id, handle.attempt
-    return RollbackResult(
-        table=table,
-        target_snapshot_id=int(target),
-        previous_snapshot_id=previous,
-        undone=undone,
-        periods=periods,
-        unrecorded=unrecorded,
-    )
+def _record(
+    job_log: JobLog,
+    handle: JobHandle,
+    p: PeriodRollback,
+    table: str,
+    target: int,
+    previous: int | None,
+    reason: str | None,
+) -> None:
+    """End a claimed period's attempt FAILURE, with a `rollback` step that names what was undone and why."""
+    p.error = _error_for(table, target, p, reason)
+    with job_log.step(handle, ROLLBACK_STEP, source_type="iceberg", target_type="iceberg") as rec:
+        rec.source_count = sum(u.added_records for u in p.undone)
+        rec.target_count = 0
+        rec.info(f"{table}: main rolled back from snapshot {previous} to snapshot {target}")
+        for u in p.undone:
+            rec.info(
+                f"undone: snapshot {u.snapshot_id} ({u.operation or '?'}), attempt {u.token or '-'}, "
+                f"job id {u.job_id or '-'}, run {u.run_id or '-'}, partition {u.partition_key or '-'}, "
+                f"+{u.added_records} -{u.deleted_records} records"
+            )
+        if reason:
+            rec.info(f"reason: {reason}")
+    job_log.finish(handle, FAILURE, p.error)
+    p.job_id, p.attempt = handle.job_id, handle.attempt

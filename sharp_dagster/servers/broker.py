@@ -10,32 +10,25 @@ same `base_dir` serves what it had acknowledged. Production points at a real Kaf
 from __future__ import annotations
 
 import base64
-import os
-import shutil
 import subprocess
-import tempfile
 import time
 import uuid
 from pathlib import Path
-from types import TracebackType
 
 from sharp_dagster import jvm
-from sharp_dagster.servers._process import spawn_logged, stop_process
 from sharp_dagster.servers.ports import free_port, wait_for_port
+from sharp_dagster.servers.process import (
+    LocalServerInFolder,
+    java,
+    kill_process,
+    spawn_logged,
+    stop_process,
+    wait_ready,
+)
 
 LOG4J_CONF = Path(__file__).with_name("kafka_log4j2.properties")
 # One small broker: these machines run it beside Spark, Dagster and a database.
 JVM_OPTIONS = ["-Xms128m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
-
-
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return str(Path(home) / "bin" / "java")
-    found = shutil.which("java")
-    if not found:
-        raise RuntimeError("the Kafka broker needs `java` (Java 17) on PATH or JAVA_HOME")
-    return found
 
 
 def _cluster_id() -> str:
@@ -44,7 +37,7 @@ def _cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-class LocalBroker:
+class LocalBroker(LocalServerInFolder):
     """`with LocalBroker() as broker:`; `broker.bootstrap_servers` is `127.0.0.1:PORT`.
 
     `stop()` then `start()` restarts the same broker (same ports, same log dirs); `kill()` ends it with SIGKILL.
@@ -56,11 +49,10 @@ class LocalBroker:
         base_dir: str | Path | None = None,
         startup_timeout: float = 90.0,
     ):
+        super().__init__(base_dir, "sharp_kafka_")
         self.host = "127.0.0.1"
         self.port = port or free_port()
         self.controller_port = free_port()
-        self._own_dir = base_dir is None
-        self.base_dir = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="sharp_kafka_"))
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen | None = None
 
@@ -114,7 +106,7 @@ class LocalBroker:
     def _command(self, main_class: str, *args: str) -> list[str]:
         logs = self.base_dir / "logs"
         return [
-            _java(),
+            java(),
             *JVM_OPTIONS,
             f"-Dkafka.logs.dir={logs}",
             f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}",
@@ -156,22 +148,15 @@ class LocalBroker:
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
-        deadline = time.monotonic() + self.startup_timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(
-                    f"Kafka broker {self.process.pid} exited with {self.process.returncode}; see {self.log_path}"
-                )
-            try:
-                meta = admin.list_topics(timeout=2)
-                if meta.brokers:
-                    return
-            except Exception as exc:  # KafkaException while the broker warms up
-                last = exc
-            time.sleep(0.1)
-        raise RuntimeError(
-            f"Kafka on {self.bootstrap_servers} answers no metadata: {last}; see {self.log_path}"
+        wait_ready(
+            lambda: bool(admin.list_topics(timeout=2).brokers),
+            [("Kafka broker", self.process, self.log_path)],
+            self.startup_timeout,
+            0.1,
+            retry_on=(Exception,),  # KafkaException while the broker warms up
+            failure=lambda last: RuntimeError(
+                f"Kafka on {self.bootstrap_servers} answers no metadata: {last}; see {self.log_path}"
+            ),
         )
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
@@ -208,22 +193,8 @@ class LocalBroker:
     def kill(self) -> None:
         """End the broker at once (SIGKILL), as a crash would: what it acknowledged is in its log files."""
         if self.process is not None:
-            self.process.kill()
-            self.process.wait(timeout=30)
+            kill_process(self.process)
             self.process = None
-
-    def cleanup(self) -> None:
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    def __enter__(self) -> LocalBroker:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.cleanup()
 
     def __repr__(self) -> str:
         return f"LocalBroker({self.bootstrap_servers}, pid={self.pid}, dir={self.base_dir})"

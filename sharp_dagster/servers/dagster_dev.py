@@ -13,15 +13,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 
-from sharp_dagster.servers._process import spawn_logged
 from sharp_dagster.servers.ports import free_port
+from sharp_dagster.servers.process import LocalServer, log_tail, spawn_logged, stop_process, wait_ready
 from sharp_dagster.settings import REPO_ROOT
 
 DEFAULT_WORKSPACE = REPO_ROOT / "workspace.yaml"
@@ -38,15 +36,7 @@ def dagster_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "dagster"]
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
-class DagsterDev:
+class DagsterDev(LocalServer):
     """`with DagsterDev(env=...) as dev:` serves the UI and GraphQL at `dev.url` until the block ends.
 
     `env` is the child's whole environment (default: this process's). The log (stdout + stderr) goes to
@@ -104,25 +94,24 @@ class DagsterDev:
 
     def wait_ready(self) -> None:
         """Wait until `/server_info` answers 200; fail early (with the log's tail) when the process exits."""
-        deadline = time.monotonic() + self.startup_timeout
-        last: str = "no answer yet"
-        while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(
-                    f"dagster dev (pid {self.process.pid}) exited with {self.process.returncode} before "
-                    f"{self.url}/server_info answered:\n{self.log_tail()}"
-                )
-            try:
-                with urllib.request.urlopen(f"{self.url}/server_info", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-                    last = f"HTTP {resp.status}"
-            except (urllib.error.URLError, OSError) as exc:
-                last = str(exc)
-            time.sleep(0.5)
-        raise TimeoutError(
-            f"dagster dev on {self.url}: /server_info did not answer in {self.startup_timeout:.0f}s ({last}):\n"
-            f"{self.log_tail()}"
+
+        def answers() -> bool:
+            with urllib.request.urlopen(f"{self.url}/server_info", timeout=2) as resp:
+                if resp.status != 200:
+                    raise OSError(f"HTTP {resp.status}")
+                return True
+
+        wait_ready(
+            answers,
+            [("dagster dev", self.process, self.log_path)],
+            self.startup_timeout,
+            0.5,
+            exited_before=f" before {self.url}/server_info answered",
+            retry_on=(urllib.error.URLError, OSError),
+            failure=lambda last: TimeoutError(
+                f"dagster dev on {self.url}: /server_info did not answer in {self.startup_timeout:.0f}s "
+                f"({last or 'no answer yet'}):\n{self.log_tail()}"
+            ),
         )
 
     def stop(self) -> int | None:
@@ -130,43 +119,12 @@ class DagsterDev:
         process, self.process = self.process, None
         if process is None:
             return None
-        pgid = process.pid  # start_new_session: the group id is the leader's pid
-        if process.poll() is None:
-            try:
-                os.kill(process.pid, signal.SIGINT)
-                process.wait(timeout=self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                pass
-            except ProcessLookupError:
-                pass
         # Children still shutting down get a moment; leftovers (a run worker, a stuck code server) share the
         # group and are killed with it.
-        deadline = time.monotonic() + 5
-        while _group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if _group_alive(pgid):
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            return process.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not time out in practice
-            return None
+        return stop_process(process, self.stop_timeout, signal.SIGINT, group=True, group_grace_seconds=5)
 
     def log_tail(self, chars: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return f"(no log at {self.log_path})"
-
-    def __enter__(self) -> DagsterDev:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+        return log_tail(self.log_path, chars)
 
     def __repr__(self) -> str:
         return f"DagsterDev({self.url}, pid={self.pid}, workspace={self.workspace})"

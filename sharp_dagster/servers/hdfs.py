@@ -12,20 +12,23 @@ real HDFS instead (`hdfs://namenode:8020/warehouse`).
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import tempfile
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 from xml.sax.saxutils import escape
 
 from sharp_dagster import jvm
-from sharp_dagster.servers._process import spawn_logged, stop_process
-from sharp_dagster.servers.broker import _java
-from sharp_dagster.servers.ports import free_port, wait_for_port
+from sharp_dagster.servers.ports import free_port
+from sharp_dagster.servers.process import (
+    LocalServerInFolder,
+    java,
+    log_tail,
+    spawn_logged,
+    stop_process,
+    wait_port,
+    wait_ready,
+)
 
 NAMENODE_CLASS = "org.apache.hadoop.hdfs.server.namenode.NameNode"
 DATANODE_CLASS = "org.apache.hadoop.hdfs.server.datanode.DataNode"
@@ -48,13 +51,12 @@ def _site_xml(props: dict[str, str]) -> str:
     return f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n'
 
 
-class LocalHdfs:
+class LocalHdfs(LocalServerInFolder):
     """`with LocalHdfs() as hdfs:`; `hdfs.uri` is `hdfs://127.0.0.1:PORT` (the file system's root)."""
 
     def __init__(self, base_dir: str | Path | None = None, startup_timeout: float = 120.0):
+        super().__init__(base_dir, "sharp_hdfs_")
         self.host = "127.0.0.1"
-        self._own_dir = base_dir is None
-        self.base_dir = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="sharp_hdfs_"))
         self.startup_timeout = startup_timeout
         self.ports = {
             name: free_port(self.host)
@@ -117,7 +119,7 @@ class LocalHdfs:
 
     def _command(self, main_class: str, *args: str) -> list[str]:
         classpath = f"{self.conf_dir}:{jvm.classpath('hdfs')}"
-        return [_java(), *JVM_OPTIONS, f"-Dhadoop.log.dir={self.base_dir / 'logs'}", "-cp", classpath,
+        return [java(), *JVM_OPTIONS, f"-Dhadoop.log.dir={self.base_dir / 'logs'}", "-cp", classpath,
                 main_class, *args]  # fmt: skip
 
     def _format(self) -> None:
@@ -149,10 +151,7 @@ class LocalHdfs:
         return self
 
     def _wait_port(self, port: int, process: subprocess.Popen, daemon: str) -> None:
-        try:
-            wait_for_port(port, self.host, timeout=self.startup_timeout, process=process)
-        except (RuntimeError, TimeoutError) as exc:
-            raise RuntimeError(f"HDFS {daemon} (pid {process.pid}): {exc}\n{self._tail(daemon)}") from exc
+        wait_port(f"HDFS {daemon}", port, process, self.log_path(daemon), self.host, self.startup_timeout)
 
     def namenode_state(self) -> dict:
         """The NameNode's FSNamesystemState bean (NumLiveDataNodes, FSState ...) from its JMX servlet."""
@@ -162,24 +161,19 @@ class LocalHdfs:
         return beans[0] if beans else {}
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            for daemon in ("namenode", "datanode"):
-                process = getattr(self, daemon)
-                if process.poll() is not None:
-                    raise RuntimeError(
-                        f"HDFS {daemon} (pid {process.pid}) exited with {process.returncode}:\n"
-                        f"{self._tail(daemon)}"
-                    )
-            try:
-                state = self.namenode_state()
-                if state.get("NumLiveDataNodes", 0) >= 1 and state.get("FSState") == "Operational":
-                    return
-            except (urllib.error.URLError, OSError, ValueError, KeyError):
-                pass
-            time.sleep(0.5)
-        raise TimeoutError(
-            f"no live DataNode on {self.uri} after {self.startup_timeout:.0f}s:\n{self._tail('datanode')}"
+        def one_live_datanode() -> bool:
+            state = self.namenode_state()
+            return state.get("NumLiveDataNodes", 0) >= 1 and state.get("FSState") == "Operational"
+
+        wait_ready(
+            one_live_datanode,
+            [(f"HDFS {d}", getattr(self, d), self.log_path(d)) for d in ("namenode", "datanode")],
+            self.startup_timeout,
+            0.5,
+            retry_on=(urllib.error.URLError, OSError, ValueError, KeyError),
+            failure=lambda _: TimeoutError(
+                f"no live DataNode on {self.uri} after {self.startup_timeout:.0f}s:\n{self._tail('datanode')}"
+            ),
         )
 
     def stop(self) -> None:
@@ -190,25 +184,8 @@ class LocalHdfs:
                 stop_process(process, grace_seconds=20)
                 setattr(self, daemon, None)
 
-    def cleanup(self) -> None:
-        """Stop and delete the folder when this object created it."""
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    def __enter__(self) -> LocalHdfs:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.cleanup()
-
     def _tail(self, daemon: str, chars: int = 3000) -> str:
-        try:
-            return self.log_path(daemon).read_text(errors="replace")[-chars:]
-        except OSError:
-            return f"(no log at {self.log_path(daemon)})"
+        return log_tail(self.log_path(daemon), chars)
 
     def __repr__(self) -> str:
         return f"LocalHdfs({self.uri}, pids={self.pids}, dir={self.base_dir})"

@@ -10,21 +10,24 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
-import time
 from pathlib import Path
-from types import TracebackType
 
 import pymysql
 
-from sharp_dagster.servers._process import spawn_logged, stop_process
 from sharp_dagster.servers.ports import free_port, wait_for_port
+from sharp_dagster.servers.process import (
+    LocalServerInFolder,
+    log_tail,
+    spawn_logged,
+    stop_process,
+    wait_ready,
+)
 
 INSTALL_DB = "mariadb-install-db"
 MARIADBD = "mariadbd"
 
 
-class LocalMariaDB:
+class LocalMariaDB(LocalServerInFolder):
     """Start with `start()` or `with LocalMariaDB() as db:`; `db.connect()` gives a root PyMySQL connection."""
 
     def __init__(
@@ -35,8 +38,7 @@ class LocalMariaDB:
         extra_args: tuple[str, ...] = (),
         startup_timeout: float = 60.0,
     ):
-        self._own_dir = base_dir is None
-        self.base_dir = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="sharp_mariadb_"))
+        super().__init__(base_dir, "sharp_mariadb_")
         self.port = port or free_port()
         self.host = "127.0.0.1"
         self.server_id = server_id
@@ -119,44 +121,30 @@ class LocalMariaDB:
 
     def _wait_ready(self) -> None:
         wait_for_port(self.port, timeout=self.startup_timeout, process=self.process)
-        deadline = time.monotonic() + self.startup_timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
-                break
-            try:
-                conn = self.connect()
-                with conn.cursor() as cur:
-                    cur.execute("SET sql_log_bin = 0")  # server setup is not a change to capture
-                    # --skip-name-resolve: root@localhost does not match TCP clients, so grant root@127.0.0.1.
-                    cur.execute("CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'")
-                    cur.execute("GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION")
-                conn.close()
-                return
-            except pymysql.err.Error as exc:
-                last = exc
-                time.sleep(0.1)
-        tail = self.error_log.read_text(errors="replace")[-2000:] if self.error_log.exists() else ""
-        raise RuntimeError(f"MariaDB on port {self.port} did not answer: {last}\n{tail}")
+
+        def no_answer(last: BaseException | None) -> RuntimeError:
+            tail = log_tail(self.error_log, 2000)
+            return RuntimeError(f"MariaDB on port {self.port} did not answer: {last}\n{tail}")
+
+        watched = [("MariaDB", self.process, self.error_log)]
+        retry_on = (pymysql.err.Error,)
+        wait_ready(self._grant_root, watched, self.startup_timeout, 0.1, retry_on=retry_on, failure=no_answer)
+
+    def _grant_root(self) -> bool:
+        """Let root in over TCP too (True once the server answers)."""
+        conn = self.connect()
+        with conn.cursor() as cur:
+            cur.execute("SET sql_log_bin = 0")  # server setup is not a change to capture
+            # --skip-name-resolve: root@localhost does not match TCP clients, so grant root@127.0.0.1.
+            cur.execute("CREATE USER IF NOT EXISTS 'root'@'127.0.0.1'")
+            cur.execute("GRANT ALL PRIVILEGES ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION")
+        conn.close()
+        return True
 
     def stop(self) -> None:
         if self.process is not None:
             stop_process(self.process, grace_seconds=30)
             self.process = None
-
-    def cleanup(self) -> None:
-        """Stop and delete the folder when this object created it."""
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    def __enter__(self) -> LocalMariaDB:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.cleanup()
 
     # ------------------------------------------------------------------ clients
     def connect(

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from sharp_dagster.servers._process import spawn_logged, stop_process
+from sharp_dagster.servers.process import spawn_logged, stop_process
 from sharp_dagster.servers.ports import free_port, wait_for_port
 from sharp_dagster.servers.seaweedfs_build import require_binary
 

@@ -13,20 +13,23 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
 import subprocess
-import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from sharp_dagster.servers._process import spawn_logged
-from sharp_dagster.servers.ports import free_port, wait_for_port
+from sharp_dagster.servers.ports import free_port
+from sharp_dagster.servers.process import (
+    LocalServerInFolder,
+    kill_process,
+    log_tail,
+    spawn_logged,
+    stop_process,
+    wait_port,
+    wait_ready,
+)
 
 
 def pyspark_home() -> Path:
@@ -36,25 +39,7 @@ def pyspark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def _stop(process: subprocess.Popen, grace_seconds: float) -> None:
-    pgid = process.pid
-    if process.poll() is None:
-        try:
-            os.kill(process.pid, signal.SIGTERM)
-            process.wait(timeout=grace_seconds)
-        except (subprocess.TimeoutExpired, ProcessLookupError):
-            pass
-    try:
-        os.killpg(pgid, signal.SIGKILL)  # executors or a JVM that ignored SIGTERM
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:  # pragma: no cover
-        pass
-
-
-class SparkStandaloneCluster:
+class SparkStandaloneCluster(LocalServerInFolder):
     """`with SparkStandaloneCluster() as cluster:`; sessions connect to `cluster.master_url`.
 
     `cores` and `memory` are what each of the `workers` offers to executors; `daemon_memory` is the heap of the
@@ -73,8 +58,7 @@ class SparkStandaloneCluster:
         startup_timeout: float = 90.0,
         workers: int = 1,
     ):
-        self._own_dir = base_dir is None
-        self.base_dir = Path(base_dir) if base_dir else Path(tempfile.mkdtemp(prefix="sharp_spark_cluster_"))
+        super().__init__(base_dir, "sharp_spark_cluster_")
         self.cores = cores
         self.memory = memory
         self.host = host
@@ -188,29 +172,19 @@ class SparkStandaloneCluster:
         return self
 
     def _wait_port(self, port: int, process: subprocess.Popen, log: Path) -> None:
-        try:
-            wait_for_port(port, self.host, timeout=self.startup_timeout, process=process)
-        except (RuntimeError, TimeoutError) as exc:
-            raise RuntimeError(f"Spark daemon (pid {process.pid}): {exc}\n{self._tail(log)}") from exc
+        wait_port("Spark daemon", port, process, log, self.host, self.startup_timeout)
 
     def _wait_workers(self) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            for index, worker in enumerate(self.workers):
-                if worker is not None and worker.poll() is not None:
-                    raise RuntimeError(
-                        f"Spark worker {index} (pid {worker.pid}) exited with {worker.returncode}:\n"
-                        f"{self._tail(self.worker_log(index))}"
-                    )
-            try:
-                if self.alive_workers() >= len(self.workers):
-                    return
-            except (urllib.error.URLError, OSError, ValueError):
-                pass
-            time.sleep(0.5)
-        raise TimeoutError(
-            f"not all {len(self.workers)} workers registered with {self.master_url} in "
-            f"{self.startup_timeout:.0f}s:\n{self.logs()}"
+        wait_ready(
+            lambda: self.alive_workers() >= len(self.workers),
+            [(f"Spark worker {i}", worker, self.worker_log(i)) for i, worker in enumerate(self.workers)],
+            self.startup_timeout,
+            0.5,
+            retry_on=(urllib.error.URLError, OSError, ValueError),
+            failure=lambda _: TimeoutError(
+                f"not all {len(self.workers)} workers registered with {self.master_url} in "
+                f"{self.startup_timeout:.0f}s:\n{self.logs()}"
+            ),
         )
 
     def kill_worker(self, index: int) -> None:
@@ -218,36 +192,19 @@ class SparkStandaloneCluster:
         worker = self.workers[index]
         if worker is None:
             return
-        try:
-            os.killpg(worker.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        worker.wait(timeout=30)
+        kill_process(worker, group=True)
         self.workers[index] = None
 
     def stop(self) -> None:
         """Stop the workers, then the master, each by its own pid."""
+        # Then SIGKILL to what is left of each one's group: its executors, or a JVM that ignored SIGTERM.
         for index, worker in enumerate(self.workers):
             if worker is not None:
-                _stop(worker, grace_seconds=15)
+                stop_process(worker, grace_seconds=15, group=True)
                 self.workers[index] = None
         if self.master is not None:
-            _stop(self.master, grace_seconds=15)
+            stop_process(self.master, grace_seconds=15, group=True)
             self.master = None
-
-    def cleanup(self) -> None:
-        """Stop and delete the folder when this object created it."""
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    def __enter__(self) -> SparkStandaloneCluster:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.cleanup()
 
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
@@ -274,10 +231,7 @@ class SparkStandaloneCluster:
 
     @staticmethod
     def _tail(path: Path, chars: int = 3000) -> str:
-        try:
-            return path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return f"(no log at {path})"
+        return log_tail(path, chars)
 
     def __repr__(self) -> str:
         return f"SparkStandaloneCluster({self.master_url}, ui={self.webui_url}, pids={self.pids})"

@@ -9,13 +9,13 @@ from decimal import Decimal
 import pytest
 
 from sharp_dagster.cdc import binlog_schema as bs
+from sharp_dagster.cdc.canonical_values import canonical_value
 from sharp_dagster.cdc.config import ConfigError, MysqlSettings, load_source_config
 from sharp_dagster.cdc.messages import (
     RAW_ROW_KEYS,
     BinlogMessage,
     Heartbeat,
     Quarantined,
-    canonical_value,
     encode,
     parse_message,
     with_commit_ts,

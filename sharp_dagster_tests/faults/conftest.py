@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 
 import pytest
 
 from sharp_dagster.demo.generator import generate
+from sharp_dagster.servers.process import stop_process
 from sharp_dagster_tests.faults.harness import LANDED_UP_FRONT, SMALL, World, point_catalog
-from sharp_dagster_tests.joblog.pgserver import PostgresServer, find_pg_bin, unavailable_reason
+from sharp_dagster_tests.joblog.pgserver import PostgresServer, unavailable_reason
 
 BACKENDS = ["sqlite", "postgresql"]
 
@@ -24,51 +24,11 @@ class RestartablePostgres(PostgresServer):
     def halt(self) -> None:
         """Fast shutdown (SIGINT to its pid: clients are disconnected), the data kept."""
         assert self.process is not None and self.process.poll() is None, "the server is not running"
-        self.process.send_signal(signal.SIGINT)
-        self.process.wait(timeout=30)
+        stop_process(self.process, grace_seconds=30, stop_signal=signal.SIGINT)
 
     def resume(self, timeout_s: float = 30.0) -> None:
         """Start the server again on its data folder and port (no initdb)."""
-        import time
-
-        import psycopg
-
-        log = open(self.base / "postgres.log", "a")  # noqa: SIM115 - handed to the server
-        self.process = subprocess.Popen(
-            [
-                find_pg_bin("postgres"),
-                "-D",
-                str(self.base / "data"),
-                "-p",
-                str(self.port),
-                "-h",
-                "127.0.0.1",
-                "-k",
-                str(self.base),
-                "-c",
-                "fsync=off",
-                "-c",
-                "synchronous_commit=off",
-                "-c",
-                "full_page_writes=off",
-                "-c",
-                "max_connections=200",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            **self._user_kwargs,
-        )
-        log.close()
-        deadline = time.monotonic() + timeout_s
-        while True:
-            assert self.process.poll() is None, f"postgres did not restart: {self.log_tail()}"
-            try:
-                psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres").close()
-                return
-            except psycopg.OperationalError:
-                assert time.monotonic() < deadline, f"postgres did not answer again: {self.log_tail()}"
-                time.sleep(0.1)
+        self.launch(timeout_s)
 
 
 def _build(backend: str, tmp_path_factory) -> World:

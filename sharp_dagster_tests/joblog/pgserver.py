@@ -10,12 +10,13 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from pathlib import Path
+
+from sharp_dagster.servers.ports import free_port
+from sharp_dagster.servers.process import log_tail, spawn_logged, stop_process, wait_ready
 
 # Debian keeps the server binaries of each installed major version in /usr/lib/postgresql/<major>/bin, off PATH.
 DEBIAN_PG_ROOT = Path("/usr/lib/postgresql")
@@ -61,12 +62,6 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class PostgresServer:
     """`start()` → running server; `create_database()` → a fresh database URL; `stop()` ends it by its pid."""
 
@@ -85,12 +80,11 @@ class PostgresServer:
 
     def start(self, timeout_s: float = 30.0) -> PostgresServer:
         self._user_kwargs = self._run_as()
-        data = self.base / "data"
         init = subprocess.run(
             [
                 find_pg_bin("initdb"),
                 "-D",
-                str(data),
+                str(self.base / "data"),
                 "-U",
                 "postgres",
                 "-A",
@@ -105,12 +99,22 @@ class PostgresServer:
         )
         if init.returncode != 0:
             raise RuntimeError(f"initdb failed ({init.returncode}): {init.stderr.strip()[-2000:]}")
-        log = open(self.base / "postgres.log", "w")  # noqa: SIM115 - kept open for the server's lifetime
-        self.process = subprocess.Popen(
+        try:
+            self.launch(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def launch(self, timeout_s: float = 30.0) -> None:
+        """Start the server on its data folder and port (initdb done) and wait until it answers."""
+        import psycopg
+
+        self.process = spawn_logged(
             [
                 find_pg_bin("postgres"),
                 "-D",
-                str(data),
+                str(self.base / "data"),
                 "-p",
                 str(self.port),
                 "-h",
@@ -126,34 +130,25 @@ class PostgresServer:
                 "-c",
                 "max_connections=200",
             ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            self.base / "postgres.log",
             **self._user_kwargs,
         )
-        log.close()
-        import psycopg
 
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"postgres exited with {self.process.returncode}: {self.log_tail()}")
-            try:
-                psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres").close()
-                return self
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(
-                        f"postgres did not answer within {timeout_s}s: {self.log_tail()}"
-                    ) from None
-                time.sleep(0.1)
+        def answers() -> bool:
+            psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres").close()
+            return True
+
+        wait_ready(
+            answers,
+            [("postgres", self.process, self.base / "postgres.log")],
+            timeout_s,
+            0.1,
+            retry_on=(psycopg.OperationalError,),
+            failure=lambda _: RuntimeError(f"postgres did not answer within {timeout_s}s: {self.log_tail()}"),
+        )
 
     def log_tail(self) -> str:
-        try:
-            return (self.base / "postgres.log").read_text()[-2000:]
-        except OSError:
-            return ""
+        return log_tail(self.base / "postgres.log", 2000)
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
@@ -172,13 +167,8 @@ class PostgresServer:
         return self.url(name)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
+        if self.process is not None:
             # SIGINT is PostgreSQL's "fast" shutdown: it disconnects clients instead of waiting for them.
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+            stop_process(self.process, grace_seconds=20, stop_signal=signal.SIGINT)
         self.process = None
         shutil.rmtree(self.base, ignore_errors=True)
