@@ -22,8 +22,8 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from sharp_dagster.servers.process import spawn_logged, stop_process
 from sharp_dagster.servers.ports import free_port, wait_for_port
+from sharp_dagster.servers.process import spawn_logged, stop_process
 from sharp_dagster.servers.seaweedfs_build import require_binary
 
 # Each component's HTTP port, then its gRPC port (SeaweedFS would otherwise take HTTP port + 10000).
