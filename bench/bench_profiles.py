@@ -12,7 +12,8 @@
 
     .venv/bin/python bench/bench_profiles.py [--days 30] [--runs 20] [--quick (= 2 days, 5 runs)]
 
-Prints one JSON object as its last output (bench/run_all.py collects it).
+Prints each part on one line as soon as it finished (`{"part": ...}`), then one JSON object of all as its last
+output (bench/run_all.py collects it).
 """
 
 from __future__ import annotations
@@ -76,6 +77,14 @@ def _run(cmd: list[str], env: dict[str, str], timeout: float) -> dict:
     return _last_json(done.stdout)
 
 
+def _part(name: str, result: dict) -> None:
+    """One finished part on one line at once: a run stopped early (a busy machine) keeps what it measured."""
+    print(
+        json.dumps({"part": name, "finished_utc": time.strftime("%H:%M:%S", time.gmtime()), **result}),
+        flush=True,
+    )
+
+
 def _dagster_home(folder: Path, production: bool) -> Path:
     folder.mkdir(parents=True)
     if production:
@@ -127,6 +136,7 @@ def backfill(work: Path, pg, hdfs, cluster, days: int) -> dict:
     t0 = time.monotonic()
     out["embedded"] = _run(script, {**base, "SHARP_SPARK_MASTER": "local[2]"}, timeout=7200)
     out["embedded"]["wall_process_s"] = round(time.monotonic() - t0, 1)
+    _part("backfill_embedded", out["embedded"])
     production = {
         **base,
         **_pg_env(pg, pg.create_database().rsplit("/", 1)[1]),
@@ -140,6 +150,7 @@ def backfill(work: Path, pg, hdfs, cluster, days: int) -> dict:
     t0 = time.monotonic()
     out["production"] = _run([*script, "--profile-from-env"], production, timeout=7200)
     out["production"]["wall_process_s"] = round(time.monotonic() - t0, 1)
+    _part("backfill_production", out["production"])
     keys = ("s_per_asset_partition", "run_setup_s_median", "wall_s", "asset_partitions", "runs")
     out["side_by_side"] = {k: {p: out[p].get(k) for p in ("embedded", "production")} for k in keys}
     return out
@@ -166,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     pg = PostgresServer().start()
     try:
         out["run_setup"] = run_setup(work, pg, runs)
-        print(json.dumps(out["run_setup"]), flush=True)
+        _part("run_setup", out["run_setup"])
         with (
             LocalHdfs(base_dir=work / "hdfs") as hdfs,
             SparkStandaloneCluster(base_dir=work / "spark", cores=1, memory="1500m", workers=2) as cluster,

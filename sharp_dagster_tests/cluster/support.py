@@ -4,6 +4,7 @@ which task of which SQL execution)."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -85,55 +86,118 @@ def _expected_dwd(source: dict[str, dict[Any, dict]], day: str) -> list[tuple]:
     return sorted(rows)
 
 
-def _spark_properties(event_log: Path) -> dict[str, str]:
-    """The application's Spark properties, from its event log's environment update."""
-    (path,) = [p for p in event_log.iterdir() if p.is_file() and not p.name.endswith(".inprogress")]
-    for line in path.read_text().splitlines():
-        if '"SparkListenerEnvironmentUpdate"' in line:
-            props = json.loads(line)["Spark Properties"]
-            return dict(props.items() if isinstance(props, dict) else props)
-    return {}
+def _event_files(event_log: Path) -> list[Path]:
+    """The finished applications' event logs in `event_log` (one JSON-lines file per application)."""
+    return sorted(p for p in event_log.iterdir() if p.is_file() and not p.name.endswith(".inprogress"))
+
+
+def _events(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def applications(event_log: Path) -> list[str]:
+    """The application ids of the finished event logs (Spark names each file after its application)."""
+    return [p.name for p in _event_files(event_log)]
+
+
+def _spark_properties(event_log: Path) -> list[dict[str, str]]:
+    """Each application's Spark properties, from its event log's environment update."""
+    found = []
+    for path in _event_files(event_log):
+        for e in _events(path):
+            if e["Event"] == "SparkListenerEnvironmentUpdate":
+                props = e["Spark Properties"]
+                found.append(dict(props.items() if isinstance(props, dict) else props))
+                break
+    return found
 
 
 def _tasks_by_work(event_log: Path) -> tuple[set[str], dict[str, Counter]]:
-    """From a Spark event log: the executors the application was given, and for each SQL execution's physical
-    plan the executors that ran its tasks (executor id -> tasks)."""
-    (path,) = [p for p in event_log.iterdir() if p.is_file() and not p.name.endswith(".inprogress")]
-    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    executors = {e["Executor ID"] for e in events if e["Event"] == "SparkListenerExecutorAdded"}
-    plans = {
-        e["executionId"]: e.get("physicalPlanDescription", "")
-        for e in events
-        if e["Event"].endswith("SparkListenerSQLExecutionStart")
-    }
-    stage_execution = {}
-    for e in events:
-        if e["Event"] == "SparkListenerJobStart":
-            execution = (e.get("Properties") or {}).get("spark.sql.execution.id")
-            for stage in e["Stage IDs"]:
-                stage_execution[stage] = int(execution) if execution is not None else None
+    """From the Spark event logs: the executors the applications were given, and for each SQL execution's
+    physical plan the executors that ran its tasks (executor id -> tasks)."""
+    executors: set[str] = set()
     by_plan: dict[str, Counter] = {}
-    for e in events:
-        if e["Event"] == "SparkListenerTaskEnd":
-            plan = plans.get(stage_execution.get(e["Stage ID"]), "")
-            by_plan.setdefault(plan, Counter())[e["Task Info"]["Executor ID"]] += 1
+    for path in _event_files(event_log):
+        events = _events(path)
+        executors |= {e["Executor ID"] for e in events if e["Event"] == "SparkListenerExecutorAdded"}
+        plans = {
+            e["executionId"]: e.get("physicalPlanDescription", "")
+            for e in events
+            if e["Event"].endswith("SparkListenerSQLExecutionStart")
+        }
+        stage_execution = {}  # stage ids are an application's own
+        for e in events:
+            if e["Event"] == "SparkListenerJobStart":
+                execution = (e.get("Properties") or {}).get("spark.sql.execution.id")
+                for stage in e["Stage IDs"]:
+                    stage_execution[stage] = int(execution) if execution is not None else None
+        for e in events:
+            if e["Event"] == "SparkListenerTaskEnd":
+                plan = plans.get(stage_execution.get(e["Stage ID"]), "")
+                by_plan.setdefault(plan, Counter())[e["Task Info"]["Executor ID"]] += 1
     return executors, by_plan
 
 
+def plan_io(plan: str) -> list[str]:
+    """What a physical plan reads and writes (its scans and writes), for failure messages."""
+    return sorted(
+        {ln.strip(" :+-*") for ln in plan.splitlines() if "Scan " in ln or "Write(" in ln} or {"(no SQL)"}
+    )
+
+
 def executor_removals(event_log: Path) -> list[dict]:
-    """The executors the application lost (SparkListenerExecutorRemoved), with the reason and time."""
-    (path,) = [p for p in event_log.iterdir() if p.is_file() and not p.name.endswith(".inprogress")]
-    events = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
-    return [e for e in events if e["Event"] == "SparkListenerExecutorRemoved"]
+    """The executors the applications lost (SparkListenerExecutorRemoved), with the reason and time."""
+    return [
+        e for p in _event_files(event_log) for e in _events(p) if e["Event"] == "SparkListenerExecutorRemoved"
+    ]
 
 
 def lost_tasks(event_log: Path) -> list[dict]:
     """Task ends whose task died with its executor (ExecutorLostFailure): the work Spark ran again elsewhere."""
-    (path,) = [p for p in event_log.iterdir() if p.is_file() and not p.name.endswith(".inprogress")]
-    events = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
     return [
         e
-        for e in events
+        for p in _event_files(event_log)
+        for e in _events(p)
         if e["Event"] == "SparkListenerTaskEnd"
         and (e.get("Task End Reason") or {}).get("Reason") == "ExecutorLostFailure"
     ]
+
+
+def tasks_after(event_log: Path, epoch_s: float) -> Counter:
+    """Executor id -> tasks launched after `epoch_s` that succeeded (work done after an executor was lost)."""
+    return Counter(
+        e["Task Info"]["Executor ID"]
+        for p in _event_files(event_log)
+        for e in _events(p)
+        if e["Event"] == "SparkListenerTaskEnd"
+        and e["Task Info"]["Launch Time"] > epoch_s * 1000
+        and (e.get("Task End Reason") or {}).get("Reason") == "Success"
+    )
+
+
+_TASK = re.compile(r"(Running|Finished|Exception in|killed) task [^\n]*?\(TID (\d+)\)")
+
+
+def tasks_running(work_dir: Path) -> set[int]:
+    """The task ids an executor of a worker runs right now, from its executors' own logs (`stderr` in the
+    worker's work folder, the newest application's): started (`Running task`) and not yet ended."""
+    apps = [p for p in work_dir.glob("app-*") if p.is_dir()]
+    if not apps:
+        return set()
+    app = max(apps, key=lambda p: p.stat().st_mtime)
+    started, ended = set(), set()
+    for stderr in app.glob("*/stderr"):
+        for verb, tid in _TASK.findall(stderr.read_text(errors="replace")):
+            (started if verb == "Running" else ended).add(int(tid))
+    return started - ended
+
+
+def partition_rows(materialization: Any) -> dict[str, int]:
+    """`asset@partition -> rows` from a materialization: its row count, or a range run's rows by partition."""
+    key, partition = materialization.asset_key.to_user_string(), materialization.partition
+    meta = materialization.metadata
+    if "dagster/row_count" in meta:
+        return {f"{key}@{partition}": int(meta["dagster/row_count"].value)}
+    if "rows_by_partition" in meta and partition in meta["rows_by_partition"].value:
+        return {f"{key}@{partition}": int(meta["rows_by_partition"].value[partition])}
+    return {}

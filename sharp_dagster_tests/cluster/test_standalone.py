@@ -1,16 +1,20 @@
-"""The production profile on one machine: landing -> ODS -> DWD -> ADS for two days through Dagster on a Spark
-standalone cluster of two workers, the warehouse on a real HDFS, Dagster's instance (deploy/dagster.yaml), the job
-log and the Iceberg catalog on a real PostgreSQL, the binlog through a real Kafka broker.
+"""The production profile on one machine, run as its users run it: an asset backfill of landing -> ODS -> DWD -> ADS
+over two days, launched over the webserver's GraphQL (what the UI's launch dialog sends) and executed by Dagster's
+daemon, each run a process of its own started by the run queue (deploy/dagster.yaml: Dagster's instance on a real
+PostgreSQL, QueuedRunCoordinator, DefaultRunLauncher). The runs' Spark drivers use a standalone cluster of two
+workers (each its own work and local dirs); the warehouse is on a real HDFS, the job log and the Iceberg catalog on
+the same PostgreSQL server, the binlog comes through a real Kafka broker.
 
 Asserted: the tables equal a local-mode run of the same days on the embedded profile (local Spark, SQLite, a local
-warehouse) and, on the first day, the source itself; the driver's data folder holds no table data, marker,
-quarantine or lineage file; the cluster's executors (never the driver) ran the landing, merge and SQL tasks (the
-Spark event log); and one worker, killed with its executor while the second day's ODS merge runs, costs nothing:
-Spark runs the lost tasks again on the other worker, the tables are still equal and the job log records every
-period as it ended (SUCCESS, no period left RUNNING, no FAILURE).
+warehouse, one run per day) and, on the first day, the source itself; Dagster's instance records the same row
+counts; the driver's data folder holds no table data, marker, quarantine or lineage file; the cluster's executors
+(never the driver) ran the landing, merge and SQL tasks (the Spark event logs); and one worker, killed with its
+executor while that executor runs a task of the ODS merge, costs nothing: Spark runs the lost task again on the
+other worker, the backfill completes, the tables are still equal and the job log records every period as it ended
+(SUCCESS, no period left RUNNING, no FAILURE).
 
-The runs happen in subprocesses: Spark allows one SparkContext per process, and this test process holds a local
-one (the session `spark` fixture of other tests).
+The embedded reference run and the cluster's bootstrap and read-back happen in subprocesses: Spark allows one
+SparkContext per process, and this test process may hold a local one (the session `spark` fixture of other tests).
 """
 
 from __future__ import annotations
@@ -29,84 +33,105 @@ import pytest
 
 from sharp_dagster import jvm
 from sharp_dagster.demo.generator import GeneratorConfig, generate
+from sharp_dagster.servers.dagster_dev import DagsterDev
 from sharp_dagster.servers.spark_cluster import SparkStandaloneCluster
 from sharp_dagster.settings import REPO_ROOT
 from sharp_dagster_tests.cdc_support import local_broker
 from sharp_dagster_tests.cluster import support
+from sharp_dagster_tests.ui.conftest import _wait_location_loaded, graphql
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 DAYS = ["2024-01-01", "2024-01-02"]
+LANDING = "original_binlog/shop"
 CHAIN = ["ods/orders", "ods/order_item", "ods/product", "dwd/order_detail", "ads/gmv_by_category"]
 RUN_TIMEOUT = 2400  # a few minutes on a quiet machine; much more when the 2 cores are shared
 
-# argv: result json, asset keys (comma separated), days. Lands each day's binlog (the hourly landing job) and
-# materializes the day's chain (the daily job) on the instance of DAGSTER_HOME, then reads every written partition
-# back with the run's own session and catalog.
-RUN_SCRIPT = r"""
+# argv: mode, result json, asset keys (comma separated), days.
+# - reference: the embedded profile's run of the same days: the ODS states from the snapshot, ONE landing of the
+#   range's hours, then one run of the day's chain per day (execute_in_process, as `make demo`), then read back.
+# - bootstrap: the cluster warehouse's first ODS states from the snapshot (the deployment's one-time set-up).
+# - read: every written partition read back from the warehouse of the environment, once `<result json>.go` exists.
+SCRIPT = r"""
 import json, sys, traceback
-from dagster import AssetKey, DagsterInstance
-from sharp_dagster.definitions import defs
-from sharp_dagster_tests.cdc_support import QUIET, CdcFeed
-
-out_path, keys, days = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
-out = {"success": True, "rows": {}, "runs": {}, "error": None, "tables": {}}
-job = defs.resolve_job_def("warehouse_daily")
-with DagsterInstance.get() as instance:
-    out["instance"] = type(instance.run_storage).__name__
-    feed = CdcFeed(defs, instance)
-    for day in days:
-        feed.land(day)  # the day's binlog through the broker into the raw table, and its done markers
-        print(f"merging {day}", flush=True)
-        result = job.execute_in_process(
-            partition_key=day, instance=instance, raise_on_error=False, run_config=QUIET,
-            asset_selection=[AssetKey(k.split("/")) for k in keys],
-        )
-        out["runs"][day] = result.run_id
-        out["success"] = out["success"] and result.success
-        for event in result.get_asset_materialization_events():
-            mat = event.materialization
-            out["rows"][f"{mat.asset_key.to_user_string()}@{day}"] = int(mat.metadata["dagster/row_count"].value)
-        failure = next((e for e in result.all_events if e.is_step_failure), None)
-        if failure is not None:
-            out["error"] = failure.step_failure_data.error.to_string()
-            break
-
 from sharp_dagster.settings import Settings
 from sharp_dagster.spark.iceberg import warehouse_tables
 from sharp_dagster.spark.session import build_spark_session
 from sharp_dagster.spark.tables import TableRef
 
-spark = build_spark_session()  # the runs' session (getOrCreate)
-out["master"] = spark.sparkContext.master
-out["app_id"] = spark.sparkContext.applicationId
-try:
-    store = warehouse_tables(spark, Settings.from_env())
-    for key in keys:
-        layer, name = key.split("/")
+mode, out_path, keys, days = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4:]
+out = {"rows": {}, "tables": {}, "error": None}
+if mode == "bootstrap":
+    from sharp_dagster.definitions import defs
+    from sharp_dagster.demo.run import bootstrap_ods
+
+    spark_resource = defs.resources["spark"]
+    out["rows"] = bootstrap_ods(spark_resource.session(), spark_resource.store(), Settings.from_env().sample_dir)
+if mode == "reference":
+    from dagster import AssetKey, DagsterInstance
+    from sharp_dagster.definitions import defs
+    from sharp_dagster_tests.cdc_support import QUIET, CdcFeed
+
+    def run(job, **kwargs):
+        result = defs.resolve_job_def(job).execute_in_process(raise_on_error=False, run_config=QUIET, **kwargs)
+        failure = next((e for e in result.all_events if e.is_step_failure), None)
+        if failure is not None or not result.success:
+            raise SystemExit(f"{job} {kwargs.get('partition_key')}: " + (failure.step_failure_data.error.to_string() if failure else "failed"))
+        return result
+
+    with DagsterInstance.get() as instance:
+        CdcFeed(defs, instance)  # the ODS states from the snapshot
+        run("binlog_hourly", instance=instance, tags={
+            "dagster/asset_partition_range_start": f"{days[0]}-00:00",
+            "dagster/asset_partition_range_end": f"{days[-1]}-23:00"})
         for day in days:
-            df = store.read_partitions(TableRef(layer, name, ("dt",)), [{"dt": day}])
-            out["tables"][f"{key}@{day}"] = sorted(df.toJSON().collect())
-except Exception:
-    out["error"] = (out["error"] or "") + "\nread back failed:\n" + traceback.format_exc()
-spark.stop()
+            result = run("warehouse_daily", instance=instance, partition_key=day,
+                         asset_selection=[AssetKey(k.split("/")) for k in keys])
+            for event in result.get_asset_materialization_events():
+                mat = event.materialization
+                out["rows"][f"{mat.asset_key.to_user_string()}@{day}"] = int(mat.metadata["dagster/row_count"].value)
+if mode in ("reference", "read"):
+    spark = build_spark_session()
+    if mode == "read":  # started early (a JVM start is slow on a loaded machine); read when told to
+        import os, time
+        while not os.path.exists(out_path + ".go"):
+            time.sleep(1)
+    try:
+        store = warehouse_tables(spark, Settings.from_env())
+        for key in keys:
+            layer, name = key.split("/")
+            for day in days:
+                df = store.read_partitions(TableRef(layer, name, ("dt",)), [{"dt": day}])
+                out["tables"][f"{key}@{day}"] = sorted(df.toJSON().collect())
+    except Exception:
+        out["error"] = "read back failed:\n" + traceback.format_exc()
 with open(out_path, "w") as f:
     json.dump(out, f)
 """
 
+LAUNCH_BACKFILL = """mutation($params: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $params) {
+  __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+BACKFILL_STATUS = """query($id: String!) { partitionBackfillOrError(backfillId: $id) {
+  __typename ... on PartitionBackfill { status } ... on PythonError { message } } }"""
 
-def _start_run(tmp_path: Path, label: str, env: dict[str, str]) -> tuple[subprocess.Popen, Path, Path]:
-    script = tmp_path / "materialize.py"
+
+def _start(tmp_path: Path, mode: str, env: dict[str, str], keys: list[str]) -> tuple:
+    script = tmp_path / "sharp_run.py"
     if not script.exists():
-        script.write_text(RUN_SCRIPT)
-    out, log = tmp_path / f"{label}.json", tmp_path / f"{label}.log"
-    cmd = [sys.executable, str(script), str(out), ",".join(CHAIN), *DAYS]
+        script.write_text(SCRIPT)
+    out, log = tmp_path / f"{mode}.json", tmp_path / f"{mode}.log"
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=fh, stderr=subprocess.STDOUT)
-    return proc, out, log
+        proc = subprocess.Popen(
+            [sys.executable, str(script), mode, str(out), ",".join(keys), *DAYS],
+            env=env,
+            cwd=tmp_path,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
+    return mode, proc, out, log
 
 
-def _finish_run(label: str, proc: subprocess.Popen, out: Path, log: Path) -> dict:
+def _finish(mode: str, proc: subprocess.Popen, out: Path, log: Path) -> dict:
     try:
         proc.wait(timeout=RUN_TIMEOUT)
     finally:
@@ -114,22 +139,21 @@ def _finish_run(label: str, proc: subprocess.Popen, out: Path, log: Path) -> dic
             proc.kill()
             proc.wait()
     tail = log.read_text(errors="replace")[-4000:]
-    assert proc.returncode == 0 and out.exists(), f"{label} run exited with {proc.returncode}:\n{tail}"
+    assert proc.returncode == 0 and out.exists(), f"{mode} exited with {proc.returncode}:\n{tail}"
     result = json.loads(out.read_text())
-    assert result["success"] and result["error"] is None, f"{label} run failed: {result['error']}\n{tail}"
+    assert result["error"] is None, f"{mode} failed: {result['error']}\n{tail}"
     return result
 
 
 def _env(data_dir: Path, sample_dir: Path, dagster_home: Path, **settings: str) -> dict[str, str]:
-    """A run's environment: its own data folder and Dagster home, the shared sample shop, and `settings`."""
+    """A process's environment: its own data folder and Dagster home, the shared sample shop, and `settings`."""
     dagster_home.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SHARP_", "DAGSTER_PG"))}
-    kafka = os.environ["SHARP_KAFKA_BOOTSTRAP"]
     env.update(
         {
             "SHARP_DATA_DIR": str(data_dir),
             "SHARP_SAMPLE_DIR": str(sample_dir),
-            "SHARP_KAFKA_BOOTSTRAP": kafka,
+            "SHARP_KAFKA_BOOTSTRAP": os.environ["SHARP_KAFKA_BOOTSTRAP"],
             "DAGSTER_HOME": str(dagster_home),
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
@@ -152,7 +176,7 @@ def _cluster_env(tmp_path: Path, sample_dir: Path, cluster, hdfs, pg_server, eve
     spark_conf = (
         # Two executors of one core, one on each worker; a 1g driver (a small, shared machine).
         "spark.executor.memory=512m,spark.executor.cores=1,spark.cores.max=2,spark.driver.memory=1g,"
-        # One plain JSON-lines event log (Spark 4 rolls and compresses event logs by default).
+        # One plain JSON-lines event log per application (Spark 4 rolls and compresses them by default).
         f"spark.eventLog.enabled=true,spark.eventLog.dir=file://{events},"
         "spark.eventLog.compress=false,spark.eventLog.rolling.enabled=false"
     )
@@ -174,30 +198,82 @@ def _cluster_env(tmp_path: Path, sample_dir: Path, cluster, hdfs, pg_server, eve
     )
 
 
-def _kill_worker_mid_merge(cluster, env: dict[str, str], log: Path, day: str, found: dict) -> None:
-    """Watch Dagster's instance (PostgreSQL, as the UI would) for the step start of `day`'s ODS merge; then, with
-    the merge's Spark jobs under way, kill worker 1 and its executor."""
-    from dagster import DagsterEventType, DagsterInstance, RunsFilter
+def _instance(env: dict[str, str]):
+    """Dagster's instance of the cluster profile (PostgreSQL), opened in this process as the UI would."""
+    from dagster import DagsterInstance
 
-    deadline = time.monotonic() + RUN_TIMEOUT
-    # The run's process creates Dagster's tables: open the instance once it is under way (the day's landing ran).
-    while f"merging {day}" not in log.read_text(errors="replace"):
-        if found.get("stop") or time.monotonic() > deadline:
-            return
-        time.sleep(1)
     # dagster.yaml reads these when the instance is built; DAGSTER_HOME of this process stays as it is.
     os.environ.update({k: v for k, v in env.items() if k.startswith(("DAGSTER_PG", "DAGSTER_MAX"))})
-    with DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
-        while time.monotonic() < deadline and not found.get("stop"):
-            for run in instance.get_runs(filters=RunsFilter(tags={"dagster/partition": day})):
+    return DagsterInstance.from_config(env["DAGSTER_HOME"])
+
+
+def _kill_worker_mid_merge(cluster, env: dict[str, str], found: dict) -> None:
+    """Watch Dagster's instance for the start of an ODS merge step of the backfill; then, as soon as worker 1's
+    executor runs one of its tasks (the executor's own log), kill worker 1 and its executor."""
+    from dagster import DagsterEventType, RunsFilter
+
+    deadline = time.monotonic() + RUN_TIMEOUT
+    with _instance(env) as instance:
+        while not found.get("step"):
+            if found.get("stop") or time.monotonic() > deadline:
+                return
+            for run in instance.get_runs(filters=RunsFilter(tags={"dagster/backfill": found["backfill"]})):
                 for entry in instance.all_logs(run.run_id, of_type=DagsterEventType.STEP_START):
                     if (entry.step_key or "").startswith("ods"):
-                        time.sleep(3)  # into the merge's Spark jobs
-                        found["killed_at"] = time.time()
                         found["step"] = entry.step_key
-                        cluster.kill_worker(1)
-                        return
             time.sleep(0.5)
+    while not found.get("stop") and time.monotonic() < deadline:
+        running = support.tasks_running(cluster.worker_dir(1) / "work")
+        if running:
+            found["killed_at"], found["tasks_in_flight"] = time.time(), sorted(running)
+            cluster.kill_worker(1)
+            return
+        time.sleep(0.2)
+
+
+def _backfill(dev: DagsterDev, env: dict[str, str], cluster, found: dict) -> str:
+    """The asset backfill of the landing's hours and the chain's days, as the UI's launch dialog sends it; the
+    daemon runs it (the landing first, then the chain). Returns its final status."""
+    hours = {"range": {"start": f"{DAYS[0]}-00:00", "end": f"{DAYS[-1]}-23:00"}}
+    days = {"range": {"start": DAYS[0], "end": DAYS[-1]}}
+    selection = [{"assetKey": {"path": LANDING.split("/")}, "partitions": hours}] + [
+        {"assetKey": {"path": key.split("/")}, "partitions": days} for key in CHAIN
+    ]
+    launched = graphql(dev.url, LAUNCH_BACKFILL, {"params": {"partitionsByAssets": selection}}, timeout=300)
+    answer = launched["launchPartitionBackfill"]
+    assert answer["__typename"] == "LaunchBackfillSuccess", answer
+    found["backfill"] = answer["backfillId"]
+    watcher = threading.Thread(target=_kill_worker_mid_merge, args=(cluster, env, found))
+    watcher.start()
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        status = "REQUESTED"
+        while status in ("REQUESTED", "CANCELING") and time.monotonic() < deadline:
+            time.sleep(3)
+            try:
+                answer = graphql(dev.url, BACKFILL_STATUS, {"id": found["backfill"]}, timeout=120)
+            except OSError:  # a webserver slow to answer on a loaded machine; the deadline above decides
+                continue
+            status = answer["partitionBackfillOrError"].get("status") or answer
+    finally:
+        found["stop"] = True
+        watcher.join()
+    return status
+
+
+def _runs_of(env: dict[str, str], backfill_id: str) -> tuple[str, list[dict], dict[str, int]]:
+    """From Dagster's instance: its run storage class, the backfill's runs and the row counts they recorded."""
+    from dagster import DagsterEventType, RunsFilter
+
+    with _instance(env) as instance:
+        storage = type(instance.run_storage).__name__
+        runs, rows = [], {}
+        for run in instance.get_runs(filters=RunsFilter(tags={"dagster/backfill": backfill_id})):
+            runs.append({"id": run.run_id, "status": run.status.value, "assets": sorted(
+                k.to_user_string() for k in run.asset_selection or [])})  # fmt: skip
+            for entry in instance.all_logs(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION):
+                rows.update(support.partition_rows(entry.asset_materialization))
+    return storage, runs, rows
 
 
 def _job_log(url: str, days: list[str]) -> list[tuple[str, str, int, str]]:
@@ -227,83 +303,126 @@ def _broker():
         yield broker
 
 
+def _replay(sample_dir: Path) -> None:
+    """Both days' binlog into the topic once, before anything runs (a backfill of past days); both profiles land
+    the same messages (each from its own job log's offsets)."""
+    from sharp_dagster.cdc.kafka_topics import ensure_topic
+    from sharp_dagster.demo.replay import replay_day
+    from sharp_dagster.warehouse.cdc_layout import landing_assets
+
+    source, _, topic = landing_assets()[0]
+    bootstrap = os.environ["SHARP_KAFKA_BOOTSTRAP"]
+    ensure_topic({"bootstrap.servers": bootstrap}, topic, source.topic_partitions)
+    for day in DAYS:
+        replay_day(sample_dir, day, bootstrap, topic, source.source_id, source.lateness_minutes)
+
+
+def _through_dagster(tmp_path: Path, sample_dir: Path, cluster, servers, found: dict, timings: dict) -> tuple:
+    """Both profiles' runs: the embedded reference in a subprocess, and on the cluster the one-time bootstrap,
+    then `dagster dev` (webserver, daemon, code server) on deploy/dagster.yaml and the backfill launched over its
+    GraphQL. Returns the cluster's environment, the set-up environment (a local driver), the reference run and the
+    read-back process (waiting for its go)."""
+    hdfs, pg_server, events = servers
+    env = _cluster_env(tmp_path, sample_dir, cluster, hdfs, pg_server, events)
+    # The embedded profile runs beside it (the same days, local mode, SQLite, a local warehouse).
+    local_env = _env(
+        tmp_path / "data_local", sample_dir, tmp_path / "local_home", SHARP_SPARK_MASTER="local[1]"
+    )
+    local = _start(tmp_path, "reference", local_env, CHAIN)
+    # The deployment's one-time set-up (the first ODS states) needs no executors: a local driver writes them to the
+    # cluster's warehouse and catalog while Dagster starts.
+    setup_env = {**env, "SHARP_SPARK_MASTER": "local[1]", "SHARP_SPARK_CONF": "spark.driver.memory=1g"}
+    boot = _start(tmp_path, "bootstrap", setup_env, CHAIN)
+    read = _start(tmp_path, "read", setup_env, CHAIN)  # its session now, its reads after the backfill
+    t1 = time.monotonic()
+    try:
+        log = tmp_path / "dagster_dev.log"
+        with DagsterDev(env=env, log_path=log, cwd=tmp_path, startup_timeout=900) as dev:
+            _wait_location_loaded(dev, timeout=900)
+            timings["dagster_start"] = time.monotonic() - t1
+            _finish(*boot)
+            timings["bootstrap_waited"] = time.monotonic() - t1 - timings["dagster_start"]
+            t2 = time.monotonic()
+            status = _backfill(dev, env, cluster, found)
+            timings["backfill"] = time.monotonic() - t2
+            assert status == "COMPLETED_SUCCESS", f"backfill {found['backfill']}: {status}\n{dev.log_tail()}"
+    except BaseException:
+        for _, proc, _, _ in (local, boot, read):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        raise
+    return env, setup_env, local, read
+
+
 def test_two_days_on_two_workers_hdfs_postgres(tmp_path: Path, hdfs, pg_server, _broker) -> None:
     sample_dir = tmp_path / "sample"
     generate(sample_dir, GeneratorConfig(days=len(DAYS)))
+    _replay(sample_dir)
     events = tmp_path / "cluster_events"
     timings: dict[str, float] = {}
+    found: dict = {}
 
     t0 = time.monotonic()
     with SparkStandaloneCluster(base_dir=tmp_path / "cluster", cores=1, memory="1g", workers=2) as cluster:
         timings["cluster_start"] = time.monotonic() - t0
-        env = _cluster_env(tmp_path, sample_dir, cluster, hdfs, pg_server, events)
-        # The embedded profile runs beside it (the same days, local mode, SQLite, a local warehouse).
-        local_env = _env(
-            tmp_path / "data_local",
-            sample_dir,
-            tmp_path / "local_dagster_home",
-            SHARP_SPARK_MASTER="local[1]",
-        )
-        t1 = time.monotonic()
-        found: dict = {}
-        # Both at once: on a small machine the two runs overlap their waits (JVM starts, commits).
-        local_proc = _start_run(tmp_path, "local", local_env)
-        proc = _start_run(tmp_path, "cluster", env)
-        watcher = threading.Thread(
-            target=_kill_worker_mid_merge, args=(cluster, env, proc[2], DAYS[1], found)
-        )
-        watcher.start()
-        try:
-            on_cluster = _finish_run("cluster", *proc)
-        except BaseException:
-            local_proc[0].kill()
-            local_proc[0].wait()
-            raise
-        finally:
-            found["stop"] = True
-            watcher.join()
-        timings["cluster_run"] = time.monotonic() - t1
+        servers = (hdfs, pg_server, events)
+        env, setup_env, local, read = _through_dagster(tmp_path, sample_dir, cluster, servers, found, timings)
         apps = {a["id"] for a in cluster.applications()}
         logs = cluster.logs()
-    local = _finish_run("local", *local_proc)
-    timings["local_run_waited"] = time.monotonic() - t1 - timings["cluster_run"]
+    t3 = time.monotonic()
+    Path(f"{read[2]}.go").touch()
+    on_cluster = _finish(*read)
+    reference = _finish(*local)
+    timings["read_back_and_reference_waited"] = time.monotonic() - t3
 
-    assert on_cluster["instance"] == "PostgresRunStorage", on_cluster["instance"]
-    assert on_cluster["master"] == cluster.master_url and on_cluster["app_id"] in apps, (
-        on_cluster,
-        apps,
-        logs,
-    )
-    # Both workers launched an executor for the application (each in its own work folder).
-    for index in (0, 1):
-        assert (cluster.worker_dir(index) / "work" / on_cluster["app_id"]).is_dir(), f"worker {index}\n{logs}"
+    storage, runs, rows = _runs_of(env, found["backfill"])
+    assert storage == "PostgresRunStorage", storage
+    assert runs and all(r["status"] == "SUCCESS" for r in runs), runs
+    assert any(r["assets"] == [LANDING] for r in runs), f"no run of the landing alone: {runs}"
+    # Each Dagster run was one Spark application of this cluster, with an executor on each worker.
+    run_apps = support.applications(events)
+    assert len(run_apps) == len(runs) and set(run_apps) <= apps, (run_apps, apps, logs)
+    for app in run_apps:
+        for index in (0, 1):
+            assert (cluster.worker_dir(index) / "work" / app).is_dir(), f"worker {index}, {app}\n{logs}"
 
-    # The same rows as the embedded profile, day by day, and the first day equals the source.
-    assert on_cluster["rows"] == local["rows"] and len(on_cluster["rows"]) == len(CHAIN) * len(DAYS)
-    for key, rows in on_cluster["tables"].items():
-        assert rows, f"{key} is empty"
-        assert rows == local["tables"][key], f"{key}: the cluster's rows differ from local mode's"
+    # The same rows as the embedded profile, day by day (Dagster's record and the tables), and the first day
+    # equals the source.
+    chain_rows = {k: v for k, v in rows.items() if not k.startswith(LANDING)}
+    assert chain_rows == reference["rows"], (rows, reference["rows"])
+    assert len(reference["rows"]) == len(CHAIN) * len(DAYS), reference["rows"]
+    for key, table in on_cluster["tables"].items():
+        assert table, f"{key} is empty"
+        assert table == reference["tables"][key], f"{key}: the cluster's rows differ from local mode's"
     _assert_equals_source(on_cluster["tables"], sample_dir, DAYS[0])
 
     # Nothing of the pipeline's data on the driver's disk: only the OpenLineage event file (no OPENLINEAGE_URL).
     left = [f for f in _local_files(tmp_path / "data_cluster") if not f.startswith("openlineage/")]
     assert not left, f"the driver's data folder holds {left}"
     _assert_executors_ran_the_work(events)
+    lost = _assert_worker_loss_cost_nothing(events, found, env["SHARP_LOG_DB_URL"])
+    print(f"timings: {json.dumps({k: round(v, 1) for k, v in timings.items()})}; runs: {runs}; killed in "
+          f"{found['step']} with tasks {found['tasks_in_flight']} in flight; tasks lost: {len(lost)}")  # fmt: skip
 
-    # The worker died mid-merge; Spark ran its tasks again on the other one, and the job log tells it as it was.
-    assert found.get("killed_at"), "the second day's ODS merge was never seen starting"
+
+def _assert_worker_loss_cost_nothing(events: Path, found: dict, log_db_url: str) -> list[dict]:
+    """The worker died while its executor ran a merge task; Spark ran it again on the other one, and the job log
+    tells it as it was. Returns the lost tasks."""
+    assert found.get("killed_at"), f"worker 1 was never seen running a task of the ODS merge: {found}"
     removed = support.executor_removals(events)
     assert len(removed) == 1, removed
-    rows = _job_log(env["SHARP_LOG_DB_URL"], DAYS)
+    lost = support.lost_tasks(events)
+    assert lost, "no task was lost with the worker (it was killed while running one)"
+    after = support.tasks_after(events, removed[0]["Timestamp"] / 1000)
+    assert after and removed[0]["Executor ID"] not in after, f"no task ran after the kill elsewhere: {after}"
+    rows = _job_log(log_db_url, DAYS)
     latest = {(name, start): status for name, start, _, status in rows}
     for key in CHAIN:
         for day in DAYS:
-            start = day.replace("-", "") + "000000"
-            assert latest.get((key, start)) == "SUCCESS", (key, day, rows)
+            assert latest.get((key, day.replace("-", "") + "000000")) == "SUCCESS", (key, day, rows)
     assert not [r for r in rows if r[3] in ("RUNNING", "FAILURE")], rows
-    lost = len(support.lost_tasks(events))
-    print(f"timings: {json.dumps({k: round(v, 1) for k, v in timings.items()})}; step {found['step']}; "
-          f"tasks lost with the worker: {lost}; rows: {on_cluster['rows']}")  # fmt: skip
+    return lost
 
 
 def _assert_equals_source(tables: dict[str, list[str]], sample_dir: Path, day: str) -> None:
@@ -331,10 +450,11 @@ def _assert_executors_ran_the_work(events: Path) -> None:
     executors, by_plan = support._tasks_by_work(events)
     assert executors and "driver" not in executors, executors
     # The sample shop's files are local: read through the project's local file system (jvm/localfs).
-    assert support._spark_properties(events).get("spark.hadoop.fs.file.impl") == jvm.LOCAL_FS_CLASS
+    for props in support._spark_properties(events):
+        assert props.get("spark.hadoop.fs.file.impl") == jvm.LOCAL_FS_CLASS, props.get("spark.app.id")
     ran = sum(by_plan.values(), Counter())
     assert ran and set(ran) <= executors, f"tasks ran outside the cluster's executors {executors}: {ran}"
-    summary = {plan.splitlines()[0][:120] if plan else "(no SQL)": dict(c) for plan, c in by_plan.items()}
+    summary = [(support.plan_io(plan), dict(c)) for plan, c in by_plan.items()]
 
     def tasks(*needles: str) -> int:
         return sum(
@@ -344,10 +464,10 @@ def _assert_executors_ran_the_work(events: Path) -> None:
     for what, needles in {
         "the landing's Kafka read and parse": ("KafkaRelation", "MapInArrow"),
         "the landing's append": ("AppendData", "IcebergWrite(table=sharp.original_binlog.shop,"),
-        "the merge of ods_state.orders": (
-            "BatchScan sharp.ods_state.orders ",
-            "IcebergWrite(table=sharp.ods",
-        ),
+        # A range's merge reads the states, then writes the new states and the published days (own executions).
+        "the merge's read of ods_state.orders": ("BatchScan sharp.ods_state.orders ",),
+        "the merge's write of ods_state.orders": ("IcebergWrite(table=sharp.ods_state.orders,",),
+        "the merge's publish of ods.orders": ("IcebergWrite(table=sharp.ods.orders,",),
         "the DWD build": ("IcebergWrite(table=sharp.dwd.order_detail,",),
         "the ADS build": ("IcebergWrite(table=sharp.ads.gmv_by_category,",),
     }.items():
