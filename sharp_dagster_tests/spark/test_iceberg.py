@@ -259,7 +259,7 @@ def test_concurrent_publishes_from_two_processes(spark, ice, tmp_path):
     reports = {}
     for worker, proc in zip(("a", "b"), procs, strict=True):
         try:
-            out, err = proc.communicate(timeout=420)
+            out, err = proc.communicate(timeout=900)
         finally:
             if proc.poll() is None:
                 proc.kill()
