@@ -74,9 +74,8 @@ def kill_then_takeover(feed, spark, tmp_path, monkeypatch):
     env = {**os.environ, "SHARP_FAILPOINTS": "after_audit=stop"}
     child = subprocess.Popen([sys.executable, "-c", CHILD], env=env, start_new_session=True)
     try:
-        deadline = (
-            time.monotonic() + 600
-        )  # a child starting Spark and Dagster on a busy 2-core machine: minutes, not seconds
+        # A child starting Spark and Dagster on a busy 2-core machine: minutes, not seconds.
+        deadline = time.monotonic() + 600
         while not stopped(child.pid):
             assert child.poll() is None, "the child run ended before it staged its rows"
             assert time.monotonic() < deadline, "the child never reached the write"
