@@ -19,7 +19,6 @@ from dagster import DagsterInstance
 from sharp_dagster.assets.cdc_assets import KAFKA_ENV, bootstrap_state
 from sharp_dagster.cdc.kafka_topics import ensure_topic
 from sharp_dagster.dagster_home import ensure_dagster_home
-from sharp_dagster.definitions import defs
 from sharp_dagster.demo.generator import GeneratorConfig, generate
 from sharp_dagster.demo.replay import replay_day
 from sharp_dagster.demo.sample_tables import register_sources, snapshot_table
@@ -128,8 +127,10 @@ def run_demo(
 
 
 def _run_days(settings: Settings, days: int, manifest: dict, out, t0: float) -> DemoResult:
-
     print("loading definitions and starting Spark ...", file=out, flush=True)
+    # Here, not at the top: the definitions are loaded after the demo's state is reset and its Dagster home set,
+    # and only when the run gets here (after the progress line above).
+    from sharp_dagster.definitions import defs
 
     bootstrap = os.environ[KAFKA_ENV]
     (source, database, topic) = landing_assets()[0]
