@@ -16,10 +16,14 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+import requests
 from sqlalchemy import insert, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
+from sharp_dagster.joblog.migrate import ensure_schema
+from sharp_dagster.joblog.models import alert_log
+from sharp_dagster.joblog.store import utcnow
 from sharp_dagster.redact import scrub, scrub_text
 
 log = logging.getLogger("sharp_dagster.alerts")
@@ -46,8 +50,6 @@ class AlertSink:
         self.engine = engine
         self.timeout_s = timeout_s
         if engine is not None:
-            from sharp_dagster.joblog.migrate import ensure_schema
-
             ensure_schema(engine)
 
     @classmethod
@@ -81,8 +83,6 @@ class AlertSink:
     # The key is reserved (first_sent_at set) by a compare-and-set, so two processes sending the same alert
     # at once deliver it once; a failed delivery releases the key so the next send tries again.
     def _reserve(self, kind: str, dedup_key: str, payload: dict[str, Any]) -> bool:
-        from sharp_dagster.joblog.models import alert_log
-        from sharp_dagster.joblog.store import utcnow
 
         now = utcnow()
         text = json.dumps(payload, default=str)
@@ -114,7 +114,6 @@ class AlertSink:
         return reserved == 1
 
     def _release(self, dedup_key: str) -> None:
-        from sharp_dagster.joblog.models import alert_log
 
         try:
             with self.engine.begin() as conn:
@@ -130,7 +129,6 @@ class AlertSink:
                 "[%s] %s %s", payload["kind"], payload["title"], json.dumps(payload["details"], default=str)
             )
             return True
-        import requests
 
         try:
             response = requests.post(self.webhook_url, json=payload, timeout=self.timeout_s)

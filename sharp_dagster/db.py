@@ -8,8 +8,11 @@ Table definitions live next to the engine that owns them (`sharp_dagster.joblog.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sqlalchemy import MetaData, create_engine, event
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError
 
 from sharp_dagster.settings import Settings, redact_url
 
@@ -32,8 +35,6 @@ def check_url(url: str, what: str = "SHARP_LOG_DB_URL") -> None:
     SQLAlchemy ends the password at the first `@`: `user:p@ss@db` connects to host `ss@db`, and the driver's
     "unknown host" error then prints part of the password. Such a URL is refused before any connection.
     """
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
 
     try:
         parsed = make_url(url)
@@ -59,8 +60,6 @@ def make_engine(url: str | None = None) -> Engine:
     check_url(url)
     if url.startswith("sqlite"):
         if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-            from pathlib import Path
-
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"timeout": 30})
 

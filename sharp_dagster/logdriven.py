@@ -11,6 +11,7 @@ import threading
 
 from dagster import Failure
 
+from sharp_dagster.alerts import AlertSink
 from sharp_dagster.db import BadDatabaseUrl, DatabaseUnavailable
 from sharp_dagster.joblog import JobHandle, JobLog
 from sharp_dagster.redact import scrub_text
@@ -45,8 +46,6 @@ def job_log_or_fail() -> JobLog:
 def alert_attempt_failure(jl: JobLog, handle: JobHandle, run_id: str | None, message: str) -> None:
     """The failure alert of one claimed attempt (any log-driven asset, the landing included), once per attempt."""
     try:
-        from sharp_dagster.alerts import AlertSink
-
         # A period's attempt number names the attempt; an offset range (the landing) is told apart by its job id.
         which = handle.attempt if handle.incremental_type == "timewindow" else handle.job_id
         sink = AlertSink.from_env(engine=jl.engine)

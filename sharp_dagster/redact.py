@@ -78,7 +78,9 @@ def _mask_by_text(scheme: str, rest: str) -> str:
 def _parse(url: str) -> Any:
     """SQLAlchemy's reading of `url`, or None when it cannot read it or misreads a raw `@` in the password."""
     try:
-        from sqlalchemy.engine import make_url
+        from sqlalchemy.engine import (
+            make_url,  # not at the top: the command line imports redact before dispatch
+        )
 
         parsed = make_url(url)
     except Exception:  # not a URL SQLAlchemy understands (or a malformed one): the text rules apply

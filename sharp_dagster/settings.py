@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from sharp_dagster.redact import redact_url as _redact_url
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_ROOT = Path(__file__).resolve().parent
 WAREHOUSE_SQL_DIR = PACKAGE_ROOT / "warehouse"
@@ -120,6 +122,5 @@ def redact_url(url: str) -> str:
     >>> redact_url("postgresql://etl:s3cret@db:5432/log")
     'postgresql://etl:***@db:5432/log'
     """
-    from sharp_dagster.redact import redact_url as _redact_url
 
     return _redact_url(url)

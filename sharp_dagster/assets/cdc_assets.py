@@ -37,11 +37,13 @@ from dagster import (
 )
 from pyspark.sql import DataFrame
 
+from sharp_dagster.alerts import AlertSink
 from sharp_dagster.assets import quality
 from sharp_dagster.cdc.change_source import day_changes
 from sharp_dagster.cdc.merge import STATE_COLUMNS, initial_state, merge_day, published
 from sharp_dagster.cdc.merge_range import state_on
 from sharp_dagster.cdc.range_fold import fold_range
+from sharp_dagster.joblog.incremental import format_offsets, plan_kafka
 from sharp_dagster.joblog.planner import LogDrivenAsset
 from sharp_dagster.logdriven import job_log_or_fail
 from sharp_dagster.naming import key_str, parts
@@ -124,8 +126,6 @@ class BinlogLanding:
         self.job_name = key_str(landing_table(database))
 
     def __call__(self, context) -> MaterializeResult:
-        from sharp_dagster.joblog.incremental import format_offsets, plan_kafka
-
         spark_resource = context.resources.spark
         # First: when the job log is unreachable nothing is touched (the catalog lives there too).
         jl = job_log_or_fail()
@@ -152,7 +152,7 @@ class BinlogLanding:
 
     def _land(self, jl, handle, window, spark_resource, store):
         """The landing's steps (`land`, `quarantine`, `done_markers`) under the claim; (result, hours marked)."""
-        from sharp_dagster.cdc.done_markers import write_done_markers
+        from sharp_dagster.cdc.done_markers import write_done_markers  # the Kafka client: only a run loads it
 
         prior_run = _prior_landing(jl, self.job_name)
         start = {int(p): int(o) for p, o in (window.start or {}).get(self.topic, {}).items()}
@@ -183,7 +183,7 @@ class BinlogLanding:
     def _land_step(self, jl, handle, spark_resource, store, start: dict[int, int], prior_run: dict):
         """The `land` step: the topic from `start` (the last landing's end) to its end offsets now, into the raw
         binlog table and the typed images, carrying the watermarks and the first commit time seen."""
-        from sharp_dagster.cdc.landing import land
+        from sharp_dagster.cdc.landing import land  # the Kafka client: only a run loads it
 
         prior = {int(k): v for k, v in (prior_run.get("watermarks_ms") or {}).items()} or None
         with jl.step(handle, "land", source_type="kafka", target_type="parquet") as rec:
@@ -226,8 +226,7 @@ def alert_quarantine(jl, handle, run_id: str | None, result) -> bool:
     """The weak alert of a landing that quarantined messages: the count and the first reasons, once per run
     (de-duplicated by the attempt's job id). Never raises: the landing already succeeded."""
     try:
-        from sharp_dagster.alerts import AlertSink
-        from sharp_dagster.cdc.landing import quarantine_table_ref
+        from sharp_dagster.cdc.landing import quarantine_table_ref  # the Kafka client: only a run loads it
 
         reasons = sorted(result.quarantine_reasons.items(), key=lambda kv: (-kv[1], kv[0]))
         return AlertSink.from_env(engine=jl.engine).send(

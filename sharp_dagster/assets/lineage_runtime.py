@@ -31,6 +31,7 @@ from sharp_dagster.lineage.parser import ScriptLineage, parse_script
 from sharp_dagster.lineage.runtime import Comparison, compare
 from sharp_dagster.lineage.spark_plan import analyzed_plan_json, plan_lineage
 from sharp_dagster.settings import Settings, warehouse_sql_dir
+from sharp_dagster.spark.filesystem import file_system
 from sharp_dagster.warehouse.catalog import SqlTable, load_catalog
 from sharp_dagster.warehouse.catalog_lineage import project_lineage, project_schemas
 
@@ -110,7 +111,6 @@ class RuntimeLineageCheck:
             outcome.update(
                 target=table.qualified, passed=False, differences=[], error=f"{type(exc).__name__}: {exc}"
             )
-        from sharp_dagster.spark.filesystem import file_system
 
         path = report_path(table, partition_key)
         fs = file_system(path, df.sparkSession)

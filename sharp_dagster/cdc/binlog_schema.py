@@ -1,7 +1,8 @@
 """The raw binlog row: one row per row change, as the hourly landing writes it and the daily merge reads it.
 
-This is seed 002's `original_binlog.<db>` table. The binlog identity (file sequence, position, row index) orders
-changes; `binlog_seq` packs it into one sortable decimal(38,0): file_seq * 10^18 + pos * 10^6 + row_idx.
+This is the binlog CDC design's raw table, `original_binlog.<db>`. The binlog identity (file sequence,
+position, row index) orders changes; `binlog_seq` packs it into one sortable decimal(38,0):
+file_seq * 10^18 + pos * 10^6 + row_idx.
 `event_uid` hashes the identity (source, file, position, row index) and is the de-duplication key.
 
 Binlog epochs: file names and positions belong to one server. When the collector resumes by GTID on another

@@ -1,6 +1,7 @@
 """The binlog collector: reads a MySQL/MariaDB row binlog and sends one Kafka message per row change.
 
-This is the Canal + CanalClient part of seed 002. The `Collector` reads the row binlog with python-mysql-replication
+This is the capture half of the binlog CDC design (the role Canal + CanalClient play elsewhere).
+The `Collector` reads the row binlog with python-mysql-replication
 (`BinLogStreamReader`) and sends, per configured source database, to that database's topic (`binlog.<db>`):
 one message per row change (INSERT/UPDATE/DELETE, see `messages.py`), one per DDL statement and TRUNCATE touching a
 configured table, and HEARTBEAT messages that carry the collector's progress in event time.

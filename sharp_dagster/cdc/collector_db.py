@@ -31,6 +31,8 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from sharp_dagster.cdc.collector_state import CollectorError, CollectorState, FileStateStore
 from sharp_dagster.db import metadata
+from sharp_dagster.joblog.migrate import ensure_schema
+from sharp_dagster.redact import scrub_text
 
 cdc_collector_position = Table(
     "cdc_collector_position",
@@ -59,7 +61,6 @@ class DbStateStore:
         legacy_file: str | Path | None = None,
         owner: str | None = None,
     ):
-        from sharp_dagster.joblog.migrate import ensure_schema
 
         self.engine = ensure_schema(url_or_engine)
         self.source_id = source_id
@@ -82,7 +83,6 @@ class DbStateStore:
             raise CollectorError(self._unreachable("save", exc)) from None
 
     def _unreachable(self, what: str, exc: DBAPIError) -> str:
-        from sharp_dagster.redact import scrub_text
 
         first = (str(exc.orig or exc).strip().splitlines() or [type(exc).__name__])[0]
         password = self.engine.url.password
@@ -154,7 +154,6 @@ class DbStateStore:
 
 def saved_position(url_or_engine: str | Engine, source_id: str) -> CollectorState | None:
     """The saved position of a source, read without taking the fence (for status and tests)."""
-    from sharp_dagster.joblog.migrate import ensure_schema
 
     with ensure_schema(url_or_engine).connect() as conn:
         row = conn.execute(select(T).where(T.c.source_id == source_id)).first()

@@ -1,4 +1,4 @@
-"""Hourly landing of a binlog topic into the raw binlog table, and the done markers (seed 002's Kafka2Hive + Checkdone).
+"""Hourly landing of a binlog topic into the raw binlog table, and the done markers (the Kafka-to-table landing and its done markers).
 
 `land()` reads one topic exactly from given per-partition start offsets up to end offsets captured when the run
 starts, with Spark's Kafka batch source (`spark-sql-kafka-0-10`: `startingOffsets`/`endingOffsets` given as JSON,

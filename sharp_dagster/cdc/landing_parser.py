@@ -44,7 +44,7 @@ class RecordParser:
         self.schema = schema
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
+        import pyarrow as pa  # not at the top: the code location imports this module, only a landing needs pyarrow
 
         for batch in batches:
             columns = (batch.column(i).to_pylist() for i in range(4))

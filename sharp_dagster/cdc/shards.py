@@ -1,4 +1,4 @@
-"""Folding physical shard tables into their logical table (seed 002, "sub-databases and sub-tables").
+"""Folding physical shard tables into their logical table (a source split into sub-databases and sub-tables).
 
 A rule is a regular expression that must match the WHOLE physical name (`re.fullmatch`): `user_info_(\\d+)`
 folds `user_info_1` and `user_info_12` into `user_info`, while online-schema-change shadows (`_user_info_1_gho`),

@@ -22,10 +22,12 @@ import os
 import signal
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from sharp_dagster.cli.args import existing_dir, float_range, int_range, new_file
+from sharp_dagster.settings import Settings, warehouse_location, warehouse_sql_dir
 
 # The engines (the config's YAML, the collector's MySQL/Kafka clients, Spark for `land`) are imported inside the
 # commands, so that registering this group costs nothing to every other `sharp-dagster` call.
@@ -167,7 +169,6 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from sharp_dagster.cdc.collector_state import CollectorError
     from sharp_dagster.cdc.config import ConfigError, MysqlSettings
     from sharp_dagster.db import DatabaseUnavailable
-    from sharp_dagster.settings import Settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(
@@ -234,7 +235,6 @@ def cmd_land(args: argparse.Namespace) -> int:
     from sharp_dagster.cdc.done_markers import write_done_markers
     from sharp_dagster.cdc.landing import land
     from sharp_dagster.cdc.landing_kafka import LandingError
-    from sharp_dagster.settings import Settings, warehouse_location
     from sharp_dagster.spark.iceberg import warehouse_tables
     from sharp_dagster.spark.session import build_spark_session
 
@@ -247,8 +247,6 @@ def cmd_land(args: argparse.Namespace) -> int:
     state = _read_json(state_path)
     settings = Settings.from_env()
     if args.warehouse:
-        from dataclasses import replace
-
         try:
             location = warehouse_location(args.warehouse)
         except ValueError as exc:
@@ -305,7 +303,6 @@ def cmd_land(args: argparse.Namespace) -> int:
 def cmd_init(args: argparse.Namespace) -> int:
     from sharp_dagster.cdc.config import MysqlSettings
     from sharp_dagster.cdc.introspect import IntrospectError, introspect
-    from sharp_dagster.settings import warehouse_sql_dir
 
     mysql = MysqlSettings.from_env(args.host, args.port, args.user)
     names = ("source_id", "replica_server_id", "lateness_minutes", "topic_partitions", "exclude")
@@ -342,7 +339,6 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     from sharp_dagster.cdc.config import MysqlSettings, write_start
     from sharp_dagster.cdc.snapshot import SnapshotError
     from sharp_dagster.joblog import ClaimRefused, JobLog
-    from sharp_dagster.settings import Settings
     from sharp_dagster.spark.iceberg import warehouse_tables
     from sharp_dagster.spark.session import build_spark_session
 

@@ -8,10 +8,12 @@ SQLite file that does not exist when a command reads the job log.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sharp_dagster.cli.main import CliError
+from sharp_dagster.settings import Settings, redact_url
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -20,7 +22,6 @@ if TYPE_CHECKING:
 
 
 def log_db_url(override: str | None = None) -> str:
-    from sharp_dagster.settings import Settings
 
     return override or Settings.from_env().log_db_url
 
@@ -54,7 +55,6 @@ def check_log_db_url(url: str, must_exist: bool = False) -> None:
 def _engine(url: str) -> Engine:
     """`make_engine`, with SQLAlchemy's warnings about the URL as errors: a driver that ignores an option it does
     not know (pysqlite's `?bogus=1`) would otherwise run with a setting the operator did not get."""
-    import warnings
 
     from sqlalchemy.exc import SAWarning
 
@@ -67,7 +67,6 @@ def _engine(url: str) -> Engine:
 
 def open_engine(url: str, what: str = "job-log database") -> Engine:
     """A connected engine for `url` (one connection is tried, so a server that is down is said now)."""
-    from sharp_dagster.settings import redact_url
 
     check_log_db_url(url, must_exist=True)
     try:
@@ -83,7 +82,6 @@ def open_job_log(url: str | None = None, prefix: str = "") -> JobLog:
     """The job log at `url` (default SHARP_LOG_DB_URL), its schema migrated; CliError when it cannot be opened."""
     from sharp_dagster.db import BadDatabaseUrl, DatabaseUnavailable
     from sharp_dagster.joblog.store import JobLog
-    from sharp_dagster.settings import redact_url
 
     url = log_db_url(url)
     try:

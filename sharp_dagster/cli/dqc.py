@@ -13,10 +13,14 @@ warehouse's column schemas at hand, `dqc rules` checks everything but column and
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from sharp_dagster.cli.args import existing_dir, int_range, new_file
+from sharp_dagster.cli.database import log_db_url, open_engine
+from sharp_dagster.cli.log import check_asset_key
 from sharp_dagster.cli.main import CliError
+from sharp_dagster.cli.tables import _settings, _tables
 from sharp_dagster.settings import warehouse_sql_dir
 
 
@@ -81,8 +85,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     # Imported here, not at the top: SQLAlchemy (and matplotlib for --png) are only needed by this command.
     from sqlalchemy import inspect
 
-    from sharp_dagster.cli.database import log_db_url, open_engine
-    from sharp_dagster.cli.log import check_asset_key
     from sharp_dagster.dqc.report import format_report, write_chart
     from sharp_dagster.dqc.store import DqcStore, dqc_result
 
@@ -131,9 +133,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
 def _spark_check(rules) -> None:
     """`--spark`: the plan check each custom_sql rule gets at its first use in a run, done now."""
-    import sys
 
-    from sharp_dagster.cli.tables import _settings, _tables
     from sharp_dagster.dqc.spark_check import check_rules
 
     verdicts = check_rules(_tables(_settings()).spark, rules)

@@ -1,7 +1,7 @@
 """`sharp-dagster lineage ...`: parse a script's lineage, walk the project's lineage graph, check governance rules.
 
 - `lineage parse --dialect D` reads a SQL script on stdin and prints one JSON object (ScriptLineage.to_dict()).
-- `lineage graph TABLE --direction up|down|both [--depth N] [--columns]` prints the seed-003 JSON graph.
+- `lineage graph TABLE --direction up|down|both [--depth N] [--columns]` prints the lineage graph as JSON (vertices, edges).
 - `lineage impact TABLE.COLUMN` prints the downstream columns (and dependent tables) a column change breaks; the
   table is the longest leading part of the name that is a table (`dwd.t.o.id` is column `o.id`, as is
   ``dwd.t.`o.id` ``).

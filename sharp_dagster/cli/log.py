@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from sharp_dagster.cli.args import ROW_LIMIT
+from sharp_dagster.cli.database import check_log_db_url, log_db_url, open_job_log
 from sharp_dagster.cli.main import CliError
 
 # The job log's engine (SQLAlchemy, Alembic) is imported inside the commands: building the CLI's parser, which
@@ -64,7 +65,6 @@ def register(subparsers: Any) -> None:
 
 
 def _job_log(args: argparse.Namespace) -> JobLog:
-    from sharp_dagster.cli.database import open_job_log
 
     return open_job_log(getattr(args, "db_url", None))
 
@@ -240,7 +240,6 @@ def _queue_lines(queue: list[Period], spec: PeriodSpec) -> list[str]:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from sharp_dagster.cli.database import check_log_db_url, log_db_url
     from sharp_dagster.joblog.planner import refresh_periods
 
     spec = _spec_of(args.asset)

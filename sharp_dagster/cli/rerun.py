@@ -10,9 +10,11 @@ import sys
 import time
 from collections.abc import Sequence
 
+from sharp_dagster.dagster_home import ensure_dagster_home
 from sharp_dagster.logdriven import REFRESH_TAG
 from sharp_dagster.naming import parts
 from sharp_dagster.periods import Period
+from sharp_dagster.settings import Settings
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
@@ -22,9 +24,7 @@ def rerun_periods(asset_key: str, periods: Sequence[Period], out=None) -> int:
     out = out if out is not None else sys.stdout
     from dagster import AssetKey, DagsterInstance, materialize
 
-    from sharp_dagster.dagster_home import ensure_dagster_home
     from sharp_dagster.definitions import defs
-    from sharp_dagster.settings import Settings
 
     ensure_dagster_home(Settings.from_env())
     key = AssetKey(parts(asset_key))

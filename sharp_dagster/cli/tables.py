@@ -24,8 +24,11 @@ from decimal import Decimal
 from typing import Any
 
 from sharp_dagster.cli.args import int_range
+from sharp_dagster.cli.database import open_job_log
+from sharp_dagster.cli.log import _known_assets
 from sharp_dagster.cli.main import CliError
-from sharp_dagster.cli.readonly_sql import sql_error
+from sharp_dagster.cli.readonly_sql import judged_query, read_only_conf, sql_error
+from sharp_dagster.settings import Settings
 
 # Spark, the job log's engine and the project's assets are imported inside the commands: building the CLI's
 # parser (every `sharp-dagster` call) must not start a JVM or load SQLAlchemy.
@@ -73,7 +76,6 @@ def register(subparsers: Any) -> None:
 
 
 def _settings() -> Any:
-    from sharp_dagster.settings import Settings
 
     try:
         return Settings.from_env()
@@ -159,7 +161,6 @@ def _utc(ts: Any) -> str:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from sharp_dagster.cli.readonly_sql import judged_query, read_only_conf
 
     if not args.statement.strip():
         raise CliError("empty SQL statement")
@@ -266,8 +267,6 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from sharp_dagster.cli.database import open_job_log
-    from sharp_dagster.cli.log import _known_assets
     from sharp_dagster.joblog.rollback import RollbackRefused, rollback_table
     from sharp_dagster.spark.wap import StalePublishError
 

@@ -11,6 +11,7 @@ import argparse
 
 from sharp_dagster.cli.args import int_range, iso_date
 from sharp_dagster.cli.main import CliError
+from sharp_dagster.settings import DEFAULT_START, Settings
 
 # A year of days at most: each demo day is a full pipeline run, each generated day ~100 orders.
 DAYS = int_range(1, 366)
@@ -50,7 +51,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from sharp_dagster.db import BadDatabaseUrl, check_url
     from sharp_dagster.demo.run import run_demo
-    from sharp_dagster.settings import DEFAULT_START, Settings
 
     if args.start not in (None, DEFAULT_START):
         raise CliError(f"--start {args.start}: the demo's sample data starts on {DEFAULT_START}")
@@ -64,7 +64,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     from sharp_dagster.demo.generator import GeneratorConfig, generate
-    from sharp_dagster.settings import Settings
 
     out = Settings.from_env().sample_dir
     manifest = generate(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -248,8 +249,6 @@ def generate(out_dir: str | Path, cfg: GeneratorConfig | None = None, force: boo
         if existing.get("config") == asdict(cfg):
             return existing
     if root.exists():
-        import shutil
-
         shutil.rmtree(root)
     rng = random.Random(cfg.seed)
     st = _State()

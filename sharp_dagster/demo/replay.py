@@ -15,6 +15,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
 from sharp_dagster.cdc.messages import HEARTBEAT, BinlogMessage, encode
 from sharp_dagster.demo.generator import read_changes
 from sharp_dagster.demo.shop import SOURCE_DB, TABLES
@@ -71,8 +74,6 @@ def replay_day(
     sample_dir: str | Path, day: str, bootstrap: str, topic: str, source_id: str, lateness_minutes: int = 15
 ) -> int:
     """Produce the day's changes, then a heartbeat (event time: the day's end) to every partition."""
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "partitioner": "murmur2_random"})
     sent = 0

@@ -7,14 +7,24 @@ Runs through Dagster's own execution against a real `DagsterInstance` (home: `DA
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
+from dagster import DagsterInstance
+
+from sharp_dagster.assets.cdc_assets import KAFKA_ENV, bootstrap_state
+from sharp_dagster.cdc.kafka_topics import ensure_topic
 from sharp_dagster.dagster_home import ensure_dagster_home
-from sharp_dagster.settings import Settings
+from sharp_dagster.demo.generator import GeneratorConfig, generate
+from sharp_dagster.demo.replay import replay_day
+from sharp_dagster.demo.sample_tables import register_sources, snapshot_table
+from sharp_dagster.servers.broker import LocalBroker
+from sharp_dagster.settings import DEFAULT_START, Settings
+from sharp_dagster.warehouse.cdc_layout import landing_assets, ods_tables
 
 # Dagster logs every step at DEBUG to the console; the demo prints its own progress instead.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -44,7 +54,6 @@ def reset_demo_state(settings: Settings, out=sys.stdout) -> None:
     The demo's Kafka broker keeps its topics under `data/kafka`; they go too, since the binlog is replayed anew and
     the job log's offsets are forgotten with it.
     """
-    import shutil
 
     if not isinstance(settings.warehouse_dir, Path):
         raise ValueError(f"the demo runs on a local warehouse folder, not {settings.warehouse_dir}")
@@ -66,9 +75,6 @@ def reset_demo_state(settings: Settings, out=sys.stdout) -> None:
 
 def bootstrap_ods(spark, store, sample_dir: Path) -> dict[str, int]:
     """The first ODS states: the generated snapshot, stamped with binlog position 0 (before every change)."""
-    from sharp_dagster.assets.cdc_assets import bootstrap_state
-    from sharp_dagster.demo.sample_tables import register_sources, snapshot_table
-    from sharp_dagster.warehouse.cdc_layout import ods_tables
 
     register_sources(spark, sample_dir)
     rows = {}
@@ -87,10 +93,6 @@ def run_demo(
     days: int = 3, start: str | None = None, users: int = 200, keep: bool = False, out=sys.stdout
 ) -> DemoResult:
     """Generate the shop, then per day: replay its binlog through Kafka, land it, merge ODS, build DWD and ADS."""
-    from sharp_dagster.assets.cdc_assets import KAFKA_ENV
-    from sharp_dagster.demo.generator import GeneratorConfig, generate
-    from sharp_dagster.servers.broker import LocalBroker
-    from sharp_dagster.settings import DEFAULT_START
 
     settings = Settings.from_env()
     if start not in (None, DEFAULT_START):
@@ -125,15 +127,9 @@ def run_demo(
 
 
 def _run_days(settings: Settings, days: int, manifest: dict, out, t0: float) -> DemoResult:
-    from dagster import DagsterInstance
-
-    from sharp_dagster.assets.cdc_assets import KAFKA_ENV
-    from sharp_dagster.cdc.kafka_topics import ensure_topic
-    from sharp_dagster.demo.replay import replay_day
-    from sharp_dagster.settings import DEFAULT_START
-    from sharp_dagster.warehouse.cdc_layout import landing_assets
-
     print("loading definitions and starting Spark ...", file=out, flush=True)
+    # Here, not at the top: the definitions are loaded after the demo's state is reset and its Dagster home set,
+    # and only when the run gets here (after the progress line above).
     from sharp_dagster.definitions import defs
 
     bootstrap = os.environ[KAFKA_ENV]

@@ -5,7 +5,7 @@ regex rates, freshness, sums, the base metric of fluctuation, this side of a rec
 
     SELECT <agg1> AS `r_<id1>`, <agg2> AS `r_<id2>`, ... FROM <view>
 
-so N rules cost one pass over the partition (seed 001: "rules of one table merged into one SQL"). Rules that join
+so N rules cost one pass over the partition (the DQC design's "rules of one table merged into one SQL"). Rules that join
 another table (referential) or are free SQL (custom_sql) get their own query; a reconciliation against a table
 adds one small query for the other side. Failing-row samples are separate queries too, run only for failed rules.
 

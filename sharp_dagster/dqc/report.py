@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
+
 from sharp_dagster.dqc.evaluate import fmt
 from sharp_dagster.dqc.store import StoredResult
 
@@ -61,10 +64,8 @@ def format_report(asset: str, results: Sequence[StoredResult]) -> str:
 
 def write_chart(asset: str, results: Sequence[StoredResult], path: str | Path) -> Path:
     """Write a PNG: one panel per rule, its actual values per partition, failures marked."""
-    import matplotlib
 
     matplotlib.use("Agg")  # no display on servers and in tests
-    import matplotlib.pyplot as plt
 
     groups = _by_rule(results)
     partitions = sorted({r.partition for r in results})

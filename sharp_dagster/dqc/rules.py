@@ -17,8 +17,8 @@ A rule file holds a list of rules, either at the top level or under `rules:` (wi
 
 **A rule PASSES when `actual <comparator> expect` holds** (for `between`: `low <= actual <= high`, both ends
 inclusive). `null_count` with `comparator: "="` and `expect: 0` passes when there are no NULLs. This is the
-opposite of seed 001's "assert" (there the comparator describes the *failure*); here it describes what good
-data looks like, like a unit-test assertion. `=` and `!=` compare with a relative tolerance of 1e-9.
+opposite of the original DQC design's "assert" (there the comparator describes the *failure*); here it
+describes what good data looks like, like a unit-test assertion. `=` and `!=` compare with a relative tolerance of 1e-9.
 
 **`custom_sql` rules read only the asset's staged rows (`${table}`), their own CTEs, and the tables they declare**
 in `reads:` (a list of `db.table`, on the rule or file-wide next to `asset:`, which rules inherit)::

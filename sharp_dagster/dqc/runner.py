@@ -10,7 +10,7 @@ the runner issues:
 
 Results carry the rule's version hash and are saved to `dqc_result` when a store is given (fluctuation rules
 read their history from it). `run_many` runs different assets in threads sharing the one SparkSession, as
-seed 001 runs different tables' SQL in parallel.
+the DQC design runs different tables' SQL in parallel.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+import sqlglot
+from sqlglot import exp
+
 from sharp_dagster.dqc.errors import ParamError
 from sharp_dagster.dqc.quoting import CONTEXT_VARIABLES, PLACEHOLDER
 
@@ -132,8 +135,6 @@ def check_select(probe: str, reads: Iterable[str] = ()) -> None:
 
     Raises `SqlRejected` for anything but one query over the staged rows, its CTEs and the `reads` tables.
     """
-    import sqlglot
-    from sqlglot import exp
 
     try:
         statements = [s for s in sqlglot.parse(probe, read="spark") if s is not None]
@@ -171,7 +172,6 @@ def check_select(probe: str, reads: Iterable[str] = ()) -> None:
 def _ctes_in_scope(table) -> set[str]:
     """The CTE names visible where `table` stands: in a CTE's body only the CTEs defined before it (Spark does not
     let a CTE see itself or later ones), in a query's body all of its CTEs, and so on outwards."""
-    from sqlglot import exp
 
     names: set[str] = set()
     child, node = table, table.parent
@@ -189,7 +189,6 @@ def _ctes_in_scope(table) -> set[str]:
 
 
 def _check_relation(table, probe: str, ctes: set[str], allowed: set[str]) -> None:
-    from sqlglot import exp
 
     if isinstance(table.this, exp.Func):
         func = table.this

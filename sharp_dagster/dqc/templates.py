@@ -1,5 +1,5 @@
 """Rule templates: the catalogue (`TEMPLATES`) of parameterised Spark SQL that measures ONE number over an asset's
-partition, as in the DQC design of seed 001.
+partition, as in the warehouse's DQC design.
 
 Each template has a name, typed parameters (`params.py` describes how a rule's values are checked and rendered),
 a human-readable SQL text, a default dimension and a description; its builder (`builders.py`) makes a rule's SQL

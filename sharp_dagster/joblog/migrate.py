@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 
 from sharp_dagster.db import DatabaseUnavailable, make_engine
+from sharp_dagster.redact import scrub_text
 from sharp_dagster.settings import redact_url
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,6 @@ def _secret_free(exc: BaseException, engine: Engine) -> str:
     """The driver's message with the password removed, in case a driver ever echoes the DSN."""
     message = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     first = message[0] if message else type(exc).__name__
-    from sharp_dagster.redact import scrub_text
 
     password = engine.url.password
     return scrub_text(first, extra_secrets=[str(password)] if password else ()) or first

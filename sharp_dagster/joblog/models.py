@@ -17,7 +17,7 @@ Conventions, fixed here because every reader of these tables depends on them:
 * `job_period` is in minutes (1440 daily, 60 hourly, 0 for on-demand auto-increment / Kafka runs).
 * The fencing token of a claim is its `attempt`; `publish_time` records when that attempt was allowed to publish.
 
-Beyond the seed tables: `job_claim` (one row per period being run, the atomic claim), `alert_log`
+Beyond the original job-log tables (`job_log`, `step_log`): `job_claim` (one row per period being run, the atomic claim), `alert_log`
 (alert de-duplication), and two small tables that make planning independent of history size:
 `job_success_span` holds, per asset, the maximal runs of consecutive periods whose latest attempt succeeded, as
 half-open `[span_start, span_end)` ranges, and `job_asset` is one row per asset used as the lock that serialises

@@ -1,6 +1,6 @@
 """Warehouse governance rules checked against lineage: layering and table naming.
 
-This module owns the rules a warehouse table must follow before its job is scheduled (seed 004's "前置" checks):
+This module owns the rules a warehouse table must follow before its job is scheduled (the pre-scheduling checks):
 
 - layer rules: each layer reads only from the layers it is allowed to (`ods` reads source systems, `dwd` reads
   `ods` or `dwd`, `ads` reads `dwd` or `ads`: so an `ads` table may never read `ods` directly);

@@ -333,7 +333,7 @@ class LineageGraph:
     def traverse(
         self, table: str, direction: str = "up", depth: int | None = None, columns: bool = False
     ) -> dict[str, Any]:
-        """Upstream ('up'), downstream ('down') or both lineage of `table`, in the seed-003 JSON shape.
+        """Upstream ('up'), downstream ('down') or both lineage of `table`, as the graph JSON (vertices, edges).
 
         Returns `{"vertices": [urn, ...], "edges": [{"source": vertex, "target": vertex}, ...]}` where an edge's
         `source` is the upstream dataset (read) and `target` the downstream one (written), and a vertex is

@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -284,7 +285,6 @@ def _iso(moment: datetime) -> str:
 
 @lru_cache(maxsize=1)
 def _client_version() -> str:
-    from importlib.metadata import version
 
     return version("openlineage-python")
 
@@ -375,7 +375,7 @@ def emit_run_event(
 @lru_cache(maxsize=1)
 def _spark_version() -> str | None:
     try:
-        import pyspark
+        import pyspark  # optional here: the lineage commands run without Spark installed or loaded
 
         return str(pyspark.__version__)
     except ImportError:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dagster import ConfigurableResource
 from pydantic import Field
 from pyspark.sql import SparkSession
@@ -25,8 +27,6 @@ class SparkResource(ConfigurableResource):
     def settings(self) -> Settings:
         settings = Settings.from_env()
         if self.master:
-            from dataclasses import replace
-
             settings = replace(settings, spark_master=self.master)
         return settings
 

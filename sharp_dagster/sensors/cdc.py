@@ -37,6 +37,7 @@ def build_kafka_sensor(database: str, topic: str, minimum_interval_seconds: int 
         description=f"Requests a landing of topic {topic} when its end offsets move (cursor: the end offsets).",
     )
     def kafka_sensor(context: SensorEvaluationContext):
+        # Not at the top: the Kafka client loads only when the sensor ticks, not when the code location starts.
         from sharp_dagster.assets.cdc_assets import kafka_config
         from sharp_dagster.cdc.landing_kafka import capture_end_offsets
 

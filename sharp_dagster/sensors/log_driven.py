@@ -30,6 +30,7 @@ from dagster import (
     sensor,
 )
 
+from sharp_dagster.alerts import AlertSink
 from sharp_dagster.joblog import FAILURE, pending_queue
 from sharp_dagster.joblog.planner import LogDrivenAsset, upstream_checks
 from sharp_dagster.logdriven import job_log
@@ -98,7 +99,6 @@ def plan_requests(
 
 
 def _alert_stuck(name: str, partition_key: str, attempts: int) -> None:
-    from sharp_dagster.alerts import AlertSink
 
     sink = AlertSink.from_env(engine=job_log().engine)
     sink.send(

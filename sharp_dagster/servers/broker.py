@@ -15,6 +15,9 @@ import time
 import uuid
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from sharp_dagster import jvm
 from sharp_dagster.servers.ports import free_port, wait_for_port
 from sharp_dagster.servers.process import (
@@ -145,7 +148,6 @@ class LocalBroker(LocalServerInFolder):
 
     def _wait_metadata(self) -> None:
         """Wait until the broker answers metadata with itself registered (the controller has elected it)."""
-        from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
         wait_ready(
@@ -161,8 +163,6 @@ class LocalBroker(LocalServerInFolder):
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
         """Create `name` (no error if it exists) and wait until every partition has a leader."""
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
         future = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name]

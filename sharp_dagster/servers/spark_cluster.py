@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pyspark
+
 from sharp_dagster.servers.ports import free_port
 from sharp_dagster.servers.process import (
     LocalServerInFolder,
@@ -34,7 +36,6 @@ from sharp_dagster.servers.process import (
 
 def pyspark_home() -> Path:
     """The pyspark package folder, which carries `bin/spark-class` and `jars/`."""
-    import pyspark
 
     return Path(pyspark.__file__).resolve().parent
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
+from sqlalchemy.engine import make_url
 
 from sharp_dagster.settings import warehouse_uri
 
@@ -25,7 +26,6 @@ def check_catalog_name(catalog: str) -> None:
 def jdbc_catalog_props(log_db_url: str) -> dict[str, str] | None:
     """Iceberg JDBC catalog properties for the job log's SQLAlchemy URL, or None when its database is neither SQLite
     nor PostgreSQL (or SQLite in memory, which another process cannot share)."""
-    from sqlalchemy.engine import make_url
 
     url = make_url(log_db_url)
     backend = url.get_backend_name()

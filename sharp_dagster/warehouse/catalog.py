@@ -22,6 +22,7 @@ from pathlib import Path
 
 from sharp_dagster.naming import qualified
 from sharp_dagster.settings import DEFAULT_START, WAREHOUSE_SQL_DIR, warehouse_sql_dir
+from sharp_dagster.warehouse.sources import external_schemas, other_assets, source_edges
 from sharp_dagster.warehouse.variables import VariableError, check_variables, render, window_variables
 
 LAYERS = ("ods", "dwd", "ads")
@@ -178,7 +179,6 @@ def load_catalog(sql_dir: Path | str | None = None) -> WarehouseCatalog:
 
 @lru_cache(maxsize=8)
 def _load_catalog(sql_dir: Path) -> WarehouseCatalog:
-    from sharp_dagster.warehouse.sources import external_schemas, other_assets, source_edges
 
     return WarehouseCatalog(
         tables=discover(sql_dir),

@@ -17,9 +17,11 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from sharp_dagster.lineage.graph import Dataset, LineageGraph, split_qualified
+from sharp_dagster.lineage.openlineage import JobLineage
 from sharp_dagster.lineage.parser import LineageParseError, ScriptLineage, parse_script
 from sharp_dagster.naming import key_str
 from sharp_dagster.settings import warehouse_sql_dir
+from sharp_dagster.warehouse.catalog import load_catalog
 
 if TYPE_CHECKING:  # the OpenLineage client is imported only by what sends events
     from sharp_dagster.lineage.openlineage import JobLineage
@@ -161,8 +163,6 @@ def build_project_graph(catalog: Any, results: Mapping[str, ScriptLineage] | Non
 @lru_cache(maxsize=4)
 def _job_lineages(sql_dir: str) -> dict[str, JobLineage]:
     """Every job's lineage as the project knows it: SQL tables parsed, other assets from the catalog's edges."""
-    from sharp_dagster.lineage.openlineage import JobLineage
-    from sharp_dagster.warehouse.catalog import load_catalog
 
     catalog = load_catalog(sql_dir)
     results = project_lineage(catalog)

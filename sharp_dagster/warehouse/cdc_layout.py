@@ -14,6 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from sharp_dagster.cdc.config import SourceConfig, TableConfig, load_source_config, snapshot_day
+from sharp_dagster.cdc.merge import merge_key
 from sharp_dagster.settings import DEFAULT_START, warehouse_sql_dir
 
 START = DEFAULT_START  # a source without `start:` starts with the warehouse
@@ -47,7 +48,6 @@ class OdsTable:
         return SHARD_COLUMN if self.sharded else None
 
     def key_columns(self) -> list[str]:
-        from sharp_dagster.cdc.merge import merge_key
 
         return merge_key(
             self.table.primary_key, shard_column=self.shard_column, business_key=self.table.business_key

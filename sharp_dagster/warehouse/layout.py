@@ -19,7 +19,7 @@ from sharp_dagster.joblog.models import KAFKA_OFFSET, TIMEWINDOW
 from sharp_dagster.joblog.planner import LogDrivenAsset, UpstreamRead
 from sharp_dagster.naming import key_str
 from sharp_dagster.periods import PeriodSpec
-from sharp_dagster.settings import warehouse_sql_dir
+from sharp_dagster.settings import Settings, warehouse_sql_dir
 from sharp_dagster.warehouse.catalog import SqlTable, WarehouseCatalog, load_catalog
 from sharp_dagster.warehouse.cdc_layout import (
     START,
@@ -102,8 +102,9 @@ def _ods(t: OdsTable) -> LogDrivenAsset:
     database = t.database
 
     def ready(period) -> str | None:
+        # Not at the top: done_markers reads the landing's layout, which loads the Kafka client; the code location
+        # imports this module at start-up, where no Kafka client is needed.
         from sharp_dagster.cdc.done_markers import day_complete
-        from sharp_dagster.settings import Settings
 
         day = period.partition_key
         if day_complete(Settings.from_env().warehouse_dir, database, day):

@@ -9,8 +9,16 @@ warehouse needs every declared table's columns, and a sharded table's physical t
 
 from __future__ import annotations
 
+from sharp_dagster.cdc.binlog_schema import RAW_BINLOG_COLUMNS, RAW_BINLOG_PARTITION_COLUMNS
 from sharp_dagster.cdc.config import ConfigError
-from sharp_dagster.warehouse.cdc_layout import OdsTable, landing_assets, landing_table, ods_tables
+from sharp_dagster.warehouse.cdc_layout import (
+    OdsTable,
+    landing_assets,
+    landing_table,
+    lineage_edges,
+    ods_tables,
+    source_start,
+)
 
 
 def declared_tables() -> list[OdsTable]:
@@ -47,7 +55,6 @@ def ods_schema(t: OdsTable) -> dict[str, str]:
 def external_schemas() -> dict[str, dict[str, str]]:
     """Column types of the tables SQL assets read that no SQL file writes: the CDC-built ODS tables, the raw
     binlog tables and the source databases' tables (for lineage and `SELECT *` expansion)."""
-    from sharp_dagster.cdc.binlog_schema import RAW_BINLOG_COLUMNS, RAW_BINLOG_PARTITION_COLUMNS
 
     schemas: dict[str, dict[str, str]] = {}
     for t in declared_tables():
@@ -64,14 +71,12 @@ def external_schemas() -> dict[str, dict[str, str]]:
 
 def source_edges() -> list[tuple[str, str]]:
     """Table-level edges of the CDC path: source tables -> raw binlog table -> ODS tables."""
-    from sharp_dagster.warehouse.cdc_layout import lineage_edges
 
     return lineage_edges(physical_tables())
 
 
 def other_starts() -> dict[str, str]:
     """Tables written by non-SQL assets (the CDC path), qualified name -> first partition (the source's start)."""
-    from sharp_dagster.warehouse.cdc_layout import source_start
 
     starts = {f"ods.{t.name}": t.start for t in ods_tables()}
     starts.update({landing_table(db): source_start(src) for src, db, _ in landing_assets()})

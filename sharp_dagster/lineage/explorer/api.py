@@ -3,7 +3,7 @@
 This module owns what the page asks for:
 
 - `tables()`: every dataset, with its layer and how many governance rules it breaks;
-- `graph(table, direction, depth, columns)`: seed 003's JSON (`vertices`, `edges`, optionally `column_edges`),
+- `graph(table, direction, depth, columns)`: the lineage graph's JSON (`vertices`, `edges`, optionally `column_edges`),
   exactly what `sharp-dagster lineage graph` prints, plus the `root` it was asked about;
 - `table(table)`: a table's page: its vertex, direct up/downstream tables, its columns (each with its direct
   sources) and its governance warnings;
@@ -142,7 +142,7 @@ class ExplorerApi:
         return {"tables": out}
 
     def graph_json(self, params: Mapping[str, str]) -> dict[str, Any]:
-        """Seed 003's JSON for `table` (params: table, direction=up|down|both, depth=N|all, columns=0|1)."""
+        """The lineage graph's JSON (vertices, edges) for `table` (params: table, direction=up|down|both, depth=N|all, columns=0|1)."""
         qualified = self._lookup(params.get("table"))
         direction = params.get("direction", "up")
         if direction not in DIRECTIONS:

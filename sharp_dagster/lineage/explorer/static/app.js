@@ -1,7 +1,7 @@
 /* The lineage explorer's page. Routes by URL: "/" lists the tables, "/table/<layer>/<table>" shows one table:
  * its up/downstream graph (ECharts tree or Sankey, depth control), its columns (expand one: its path to its
  * sources, and what dropping it breaks) and its governance warnings. Data comes from this server's /api/... JSON
- * (seed 003's graph JSON for the graph). */
+ * (the lineage graph's JSON of vertices and edges for the graph). */
 "use strict";
 
 const URN_PREFIX = "urn:sharp:dataset:";
