@@ -66,17 +66,7 @@ def row_messages(
             data = row_image(row["values"], row.get("none_sources"))
             old = None
         message = BinlogMessage(
-            type=kind,
-            source_id=ctx.source_id,
-            database=db.name,
-            table=event.table,
-            event_ts_ms=event.timestamp * 1000,
-            binlog_file=ctx.log_file,
-            binlog_pos=event_start(event),
-            row_idx=idx,
-            binlog_epoch=ctx.binlog_epoch,
-            gtid=ctx.gtid,
-            server_id=event.packet.server_id,
+            **_event_fields(event, kind, ctx, db.name, event.table, idx),
             pk_names=pk_names,
             data=data,
             old=old,
@@ -94,17 +84,26 @@ def statement_messages(
     """One message per configured table a DDL / TRUNCATE statement names: (database, physical, logical) each."""
     for idx, (db, table, logical) in enumerate(tables):
         yield BinlogMessage(
-            type=kind,
-            source_id=ctx.source_id,
-            database=db.name,
-            table=table,
-            event_ts_ms=event.timestamp * 1000,
-            binlog_file=ctx.log_file,
-            binlog_pos=event_start(event),
-            row_idx=idx,
-            binlog_epoch=ctx.binlog_epoch,
-            gtid=ctx.gtid,
-            server_id=event.packet.server_id,
+            **_event_fields(event, kind, ctx, db.name, table, idx),
             pk_names=list(db.table(logical).primary_key),
             sql=sql,
         )
+
+
+def _event_fields(
+    event: Any, kind: str, ctx: EventContext, database: str, table: str, row_idx: int
+) -> dict[str, Any]:
+    """The fields every message of `event` carries: its kind, source, table, time and binlog identity."""
+    return {
+        "type": kind,
+        "source_id": ctx.source_id,
+        "database": database,
+        "table": table,
+        "event_ts_ms": event.timestamp * 1000,
+        "binlog_file": ctx.log_file,
+        "binlog_pos": event_start(event),
+        "row_idx": row_idx,
+        "binlog_epoch": ctx.binlog_epoch,
+        "gtid": ctx.gtid,
+        "server_id": event.packet.server_id,
+    }
