@@ -29,13 +29,14 @@ TOMBSTONE_DATABASE = "ods_state"
 
 # Format v3: deletes are deletion vectors (one Puffin bitmap per data file), which readers apply cheaply and a
 # later delete of the same file merges into. Every row-level write (MERGE, DELETE, UPDATE) is merge-on-read: it
-# writes the new rows and the deletes, never rewrites the untouched rows of a data file.
+# writes the new rows and the deletes, never rewrites the untouched rows of a data file. No
+# `write.spark.accept-any-schema` (the other warehouse tables have it): with it, Spark 4.1 cannot resolve the target's
+# columns in a `MERGE INTO` ("`t`.`id` cannot be resolved"); a day's new columns are added by ALTER TABLE instead.
 ODS_TABLE_PROPERTIES = {
     "format-version": "3",
     "write.delete.mode": "merge-on-read",
     "write.update.mode": "merge-on-read",
     "write.merge.mode": "merge-on-read",
-    "write.spark.accept-any-schema": "true",
     "write.distribution-mode": "none",
 }
 
