@@ -1,7 +1,8 @@
 """The current-state ODS layout (issue 33) against the pure fold: days merged merge-on-read onto a branch, published
 as tags, read back at each tag, must be the chain of `merge_day` results, row for row; a re-run of day 1 rebuilds
 days 1 and 2 from the bootstrap tag and re-publishes both; a stale publish is fenced; a rollback moves `main` back
-to a tag. Real Spark and Iceberg (one warehouse for the whole test: one Spark session, few commits)."""
+to a tag; a day that adds a column with a default rewrites its rows. Real Spark and Iceberg (one warehouse for the
+whole test: one Spark session, few commits)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from sharp_dagster_tests.cdc.test_merge_random import COLUMNS, KEY, scenario
 from sharp_dagster_tests.cdc.test_merge_reference import (
     DELETED,
     SEQ,
+    change,
     changes_frame,
     collect_state,
     state_frame,
@@ -41,19 +43,19 @@ def _days(seed: int):
     return base, day1, day2
 
 
-def _comparable(rows: list[dict]) -> list[tuple]:
+def _comparable(rows: list[dict], columns=COLUMNS) -> list[tuple]:
     """A state as the storage keeps it: live rows whole, tombstones as key, shard and position."""
     out = []
     for r in rows:
         if r[DELETED]:
             out.append((True, *(r[k] for k in KEY), r[SEQ]))
         else:
-            out.append((False, *(r[c] for c, _ in COLUMNS), r[SEQ]))
+            out.append((False, *(r[c] for c, _ in columns), r[SEQ]))
     return sorted(out, key=lambda t: tuple((v is None, str(v)) for v in t))
 
 
-def _stored(store, day: str) -> list[tuple]:
-    return _comparable(collect_state(ods_store.state_at(store, TABLE, day_tag(day))))
+def _stored(store, day: str, columns=COLUMNS) -> list[tuple]:
+    return _comparable(collect_state(ods_store.state_at(store, TABLE, day_tag(day))), columns)
 
 
 def test_days_as_tags_agree_with_the_chain_of_merge_day(spark, table_store):
@@ -109,6 +111,22 @@ def test_days_as_tags_agree_with_the_chain_of_merge_day(spark, table_store):
     assert _comparable(latest) == _comparable(collect_state(rerun1))
     with pytest.raises(LookupError, match="no published state of 2024-01-03"):
         ods_merge.predecessor(store, TABLE, "2024-01-04")
+
+    # Day 2 again, now an ALTER TABLE ... ADD COLUMN with a default (every earlier row takes it) and a new row.
+    where = {"table": "s0_t0", "file": "mysql-bin.1000001"}
+    frames[DAY2] = changes_frame(
+        spark,
+        [
+            change("ddl", 10, ddl="ALTER TABLE orders ADD COLUMN d int DEFAULT 7", **where),
+            change("c", 11, after={"scn": 0, "id": 99, "a": "new", "d": 3}, **where),
+        ],
+    )
+    altered = merge_day(rerun1, frames[DAY2], KEY, shard_column=SHARD)
+    staged, main = ods_merge.stage_days(store, TABLE, "stage_2024_01_03_3", [DAY2], changes_of, KEY, SHARD)
+    ods_merge.publish(store, TABLE, "stage_2024_01_03_3", staged, main)
+    columns = [*COLUMNS, ("d", "int")]
+    assert _stored(store, DAY2, columns) == _comparable(collect_state(altered), columns)
+    assert _stored(store, DAY1) == _comparable(collect_state(rerun1))  # the older tag keeps its schema's rows
 
 
 def _snapshots(store):
