@@ -101,3 +101,34 @@ def test_a_staged_day_is_not_compacted_under_and_its_branch_survives_expiry(tabl
 def test_retention_below_one_day_is_refused():
     with pytest.raises(ValueError, match="at least 1 day"):
         tags_to_drop(["2024-01-01"], 0)
+
+
+def test_the_upkeep_asset_runs_as_a_job_log_attempt(spark, monkeypatch):
+    """`ods_upkeep/<table>` through Dagster: materialized, its run in the job log with a step per table."""
+    from types import SimpleNamespace
+
+    from dagster import DagsterInstance, materialize
+
+    from sharp_dagster.assets.ods_upkeep import build_ods_upkeep_asset, upkeep_job_name
+    from sharp_dagster.logdriven import job_log
+    from sharp_dagster.resources.spark import SparkResource
+
+    resource = SparkResource()
+    store = resource.store()  # the warehouse of the environment, as a run's
+    ref, expected = _five_days(store, "upkeep_asset")
+    monkeypatch.setenv("SHARP_ODS_TAG_RETENTION_DAYS", "2")
+    upkeep = build_ods_upkeep_asset(SimpleNamespace(name="upkeep_asset"))
+
+    result = materialize([upkeep], resources={"spark": resource}, instance=DagsterInstance.ephemeral())
+
+    assert result.success
+    metadata = result.asset_materializations_for_node(upkeep.op.name)[0].metadata
+    assert metadata["retention_days"].value == 2 and metadata["dropped_tags"].value == 3
+    jl = job_log()
+    run = jl.last_success(upkeep_job_name("upkeep_asset"), order_by_range=False)
+    steps = {s.step_id: s for s in jl.steps(run.job_id)}
+    assert (
+        set(steps) == {"ods"}
+        and '"dropped_tags": ["2024-03-01", "2024-03-02", "2024-03-03"]' in steps["ods"].output
+    )
+    assert _rows(spark, store.name(ref)) == expected[DAYS[-1]]
