@@ -5,8 +5,9 @@ more deletes each day until a compaction rewrites the data files that carry them
 tag, whose files stay on disk until the tag goes. This module decides, for one table and a retention:
 
 - **compaction**: `rewrite_data_files` (Iceberg's bin-pack: small files, and files whose deletes pass its
-  thresholds, `options` to change them) and, for a format v2 table, `rewrite_position_delete_files` (format v3
-  keeps one deletion vector per data file, merged on write; `rewrite_data_files` is what removes them). It
+  thresholds, `options` to change them) and `rewrite_position_delete_files` (a format v2 table's position
+  deletes; format v3 keeps one deletion vector per data file, merged on write, which `rewrite_data_files`
+  removes: there the procedure finds nothing). It
   rewrites `main`; a day tag at the snapshot it replaced moves to the compacted one (same rows: the newest
   day's readers get the compaction too), older tags keep the files they were published with. Skipped while a day is staged
   on a branch of the table: a compaction commit on `main` would make that day's fast-forward publish fail.
@@ -106,24 +107,17 @@ def _quoted(text: str) -> str:
     return str(text)
 
 
-def format_version(store: Any, ref: TableRef) -> int:
-    return int(store._table(ref).properties().getOrDefault("format-version", "2"))
-
-
 def compact(store: Any, ref: TableRef, options: Mapping[str, str] | None = None) -> dict[str, int]:
-    """Rewrite `main`'s data files (and a v2 table's position delete files) by Iceberg's procedures."""
+    """Rewrite `main`'s data files and position delete files by Iceberg's procedures."""
     name = f"'{ref.qualified}'"
     out = {
         f"data_{k}": v
         for k, v in _call(store, "rewrite_data_files", f"table => {name}{_options(options)}").items()
     }
-    if format_version(store, ref) < 3:  # v3 deletion vectors are removed by rewrite_data_files (above)
-        out.update(
-            {
-                f"deletes_{k}": v
-                for k, v in _call(store, "rewrite_position_delete_files", f"table => {name}").items()
-            }
-        )
+    # Position delete files of a format v2 table; a v3 table has none to rewrite (its deletion vectors went with
+    # the data files above), which the procedure reports as zeros.
+    deletes = _call(store, "rewrite_position_delete_files", f"table => {name}")
+    out.update({f"deletes_{k}": v for k, v in deletes.items()})
     return out
 
 
