@@ -39,6 +39,7 @@ BENCHMARKS = {
     "local_fs": "bench_local_fs.py",
     "pipeline": "bench_pipeline.py",
     "profiles": "bench_profiles.py",
+    "ods_layout": "bench_ods_layout.py",
 }
 
 

@@ -10,10 +10,19 @@ from __future__ import annotations
 
 import re
 
-from dagster import AssetKey, AssetSelection, Definitions, define_asset_job, in_process_executor
+from dagster import (
+    AssetKey,
+    AssetSelection,
+    Definitions,
+    ScheduleDefinition,
+    define_asset_job,
+    in_process_executor,
+)
 
 from sharp_dagster.assets.cdc_assets import build_landing_asset, build_ods_merge_asset, source_specs
 from sharp_dagster.assets.lineage_meta import governance_check, lineage_metadata, with_explorer_links
+from sharp_dagster.assets.ods_upkeep import GROUP as UPKEEP_GROUP
+from sharp_dagster.assets.ods_upkeep import build_ods_upkeep_asset
 from sharp_dagster.assets.quality import load_project_rules
 from sharp_dagster.assets.sql_assets import build_sql_asset, external_asset_specs
 from sharp_dagster.lineage.governance import check as governance_check_tables
@@ -23,7 +32,7 @@ from sharp_dagster.resources.io_manager import SparkTableIOManager
 from sharp_dagster.resources.spark import SparkResource
 from sharp_dagster.sensors.cdc import build_kafka_sensor
 from sharp_dagster.sensors.log_driven import build_log_driven_sensor
-from sharp_dagster.settings import warehouse_sql_dir
+from sharp_dagster.settings import ods_upkeep_cron, warehouse_sql_dir
 from sharp_dagster.warehouse.catalog import WarehouseDefinitionError
 from sharp_dagster.warehouse.cdc_layout import START, landing_assets, landing_table, ods_tables, source_start
 from sharp_dagster.warehouse.layout import layout
@@ -76,6 +85,16 @@ ods_assets = [
     build_ods_merge_asset(t, RULES.get(t.asset_key_str), GRAINS, LAYOUT.log_assets[t.asset_key_str])
     for t in ods_tables()
 ]
+# Compaction and tag/snapshot expiry of every ODS table (`assets/ods_upkeep.py`), on a schedule of their own.
+upkeep_assets = [build_ods_upkeep_asset(t) for t in ods_tables()]
+upkeep_job = define_asset_job(
+    "ods_upkeep",
+    selection=AssetSelection.groups(UPKEEP_GROUP),
+    description="Compact the ODS tables and expire their day tags older than the retention.",
+)
+upkeep_schedule = ScheduleDefinition(
+    name="ods_upkeep_schedule", job=upkeep_job, cron_schedule=ods_upkeep_cron(), execution_timezone="UTC"
+)
 
 source_assets = external_asset_specs(CATALOG, [e for d in DEPS.values() for e in d.externals])
 
@@ -129,9 +148,14 @@ _own_keys = {k.to_user_string() for keys in _own_ods.values() for k in keys}
 
 spark = SparkResource()
 defs = Definitions(
-    assets=[*with_explorer_links([*cdc_source_assets, *source_assets, *landing, *ods_assets]), *sql_assets],
+    assets=[
+        *with_explorer_links([*cdc_source_assets, *source_assets, *landing, *ods_assets]),
+        *sql_assets,
+        *upkeep_assets,
+    ],
     asset_checks=governance_checks,
-    jobs=[warehouse_job, landing_job, *source_jobs],
+    jobs=[warehouse_job, landing_job, upkeep_job, *source_jobs],
+    schedules=[upkeep_schedule],
     sensors=[
         build_log_driven_sensor({k: a for k, a in LOG_ASSETS.items() if k not in _own_keys}),
         *[

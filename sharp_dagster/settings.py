@@ -25,6 +25,50 @@ def warehouse_sql_dir() -> Path:
     return Path(value).expanduser().resolve() if value else WAREHOUSE_SQL_DIR
 
 
+# ODS upkeep (issue 33): how many published days keep their tag, when the upkeep runs, what compaction rewrites.
+ODS_TAG_RETENTION_ENV = "SHARP_ODS_TAG_RETENTION_DAYS"
+DEFAULT_ODS_TAG_RETENTION_DAYS = 30
+ODS_UPKEEP_CRON_ENV = "SHARP_ODS_UPKEEP_CRON"
+DEFAULT_ODS_UPKEEP_CRON = "30 4 * * *"
+
+
+def ods_tag_retention_days() -> int:
+    """`SHARP_ODS_TAG_RETENTION_DAYS`: the published days of an ODS table whose tag the upkeep keeps (the newest
+    day and the days before it, counted by calendar day); default 30."""
+    return parse_retention_days(os.environ.get(ODS_TAG_RETENTION_ENV, ""))
+
+
+def parse_retention_days(text: str) -> int:
+    """A retention in days as `SHARP_ODS_TAG_RETENTION_DAYS` spells it (empty: the default).
+
+    >>> parse_retention_days("7"), parse_retention_days("")
+    (7, 30)
+    """
+    text = text.strip()
+    if not text:
+        return DEFAULT_ODS_TAG_RETENTION_DAYS
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{ODS_TAG_RETENTION_ENV}: expected a whole number of days >= 1, got {text!r}")
+    return int(text)
+
+
+ODS_COMPACT_OPTIONS_ENV = "SHARP_ODS_COMPACT_OPTIONS"
+
+
+def ods_compact_options() -> dict[str, str]:
+    """`SHARP_ODS_COMPACT_OPTIONS`: options of Iceberg's `rewrite_data_files` for the ODS compaction, `key=value`
+    pairs separated by commas (e.g. `delete-file-threshold=1`); empty: Iceberg's defaults."""
+    try:
+        return parse_spark_conf(os.environ.get(ODS_COMPACT_OPTIONS_ENV, ""))
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("SHARP_SPARK_CONF", ODS_COMPACT_OPTIONS_ENV)) from None
+
+
+def ods_upkeep_cron() -> str:
+    """`SHARP_ODS_UPKEEP_CRON`: when the ODS upkeep runs (a cron expression, UTC); default 04:30 every day."""
+    return os.environ.get(ODS_UPKEEP_CRON_ENV, "").strip() or DEFAULT_ODS_UPKEEP_CRON
+
+
 def _path(var: str, default: Path) -> Path:
     value = os.environ.get(var)
     return Path(value).expanduser().resolve() if value else default

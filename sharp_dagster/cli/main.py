@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "sharp_dagster.cli.dqc",
     "sharp_dagster.cli.cdc",
     "sharp_dagster.cli.tables",
+    "sharp_dagster.cli.ods",
 ]
 # The sample shop is a user of the product, not a part of it: its commands are there only when it is.
 DEMO_COMMANDS = "sharp_dagster.demo.cli"

@@ -1,0 +1,385 @@
+"""Benchmark of the ODS layout of issue 33 (a current-state table, merge-on-read, a tag per day) against the `dt`
+layout's plain copy and Iceberg's own merge-on-read `MERGE INTO`, side by side in one run.
+
+Data: `bench_merge.py`'s generator and landing (a state of N rows, C changes of the day as typed images: inserts,
+deletes, key-changing and partial updates, re-deliveries). The current-state table is format v3 with the ODS
+table properties (`cdc/ods_versions.py`) except `write.spark.accept-any-schema`, with which Spark 4.1 + Iceberg
+1.11 cannot resolve a `MERGE INTO`'s target columns; its previous day is tagged.
+
+Timed (alternately, R times, best and median kept; `bench_merge.Clock`):
+- `copy`: the state partition read and written as a new partition (what the `dt` layout writes every day);
+- `merge_into_mor`: Iceberg's `MERGE INTO` of the day's changes into the current-state table, merge-on-read
+  (rolled back, untimed, before each run);
+- `ours`: the merge of the new layout (`cdc/ods_merge.py` of issue 33) when this checkout has it, else left out
+  and said so; `floor_day_rows`: the least such a merge does (the fold written as rows + a key-only look at the
+  state: `bench_merge`'s floor parts), a reference, not a merge.
+Then: the scaling (the same C changes at other state sizes: copy and `MERGE INTO`); a DWD-like read (a filtered
+aggregate over every column a DWD build reads) of the day as a `dt` partition vs as a tag with the day's deletion
+vectors vs the same tag after compaction (`cdc/ods_upkeep.py` moves the newest tag to the compacted snapshot);
+and the storage after D published days (each day C/N of the rows replaced: deletes + new rows, tagged), before
+and after the upkeep with a retention, as a multiple of one copy of the state.
+
+    .venv/bin/python bench/bench_ods_layout.py [--quick] [--rows N] [--changes C] [--scaling 1000000,20000000]
+                                               [--days 30] [--retention 7] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))
+sys.path.insert(0, str(BENCH))
+
+import bench_merge as bm  # noqa: E402
+
+from sharp_dagster.cdc.ods_upkeep import compact, storage, upkeep_table  # noqa: E402
+from sharp_dagster.cdc.ods_versions import ODS_TABLE_PROPERTIES, day_tag  # noqa: E402
+from sharp_dagster.spark.tables import TableRef  # noqa: E402
+
+# accept-any-schema makes Spark 4.1 fail to resolve MERGE INTO's target columns (UNRESOLVED_COLUMN on `t`.`id`).
+PROPS = {k: v for k, v in ODS_TABLE_PROPERTIES.items() if k != "write.spark.accept-any-schema"}
+DWD_READ = "SELECT status, count(*) AS n, sum(amount) AS amount, sum(qty) AS qty, max(updated_at) AS last, "
+DWD_READ += "count(DISTINCT name) AS names FROM {source} WHERE note IS NOT NULL GROUP BY status"
+
+
+def generate_spark(spark, rows: int, changes: int, state_dir: str, changes_dir: str) -> None:
+    """`bench_merge.generate` in Spark SQL, for a checkout without DuckDB (the `bench` extra; CI has `test` only):
+    the same state and the same kinds and shares of changes, as raw Canal-style JSON binlog rows."""
+    from pyspark.sql import functions as F
+
+    ff, pf = bm.FILE_FACTOR, bm.POS_FACTOR
+    spark.sql(f"""
+        SELECT id, concat('customer-', id) AS name, CAST((id % 100000) / 100 AS DECIMAL(12,2)) AS amount,
+               CAST(id % 1000 AS INT) AS qty, element_at(array('NEW', 'PAID', 'SENT', 'DONE'), CAST(id % 4 + 1 AS INT)) AS status,
+               timestamp_seconds(1700000000 + id % 86400) AS updated_at, sha1(CAST(id AS STRING)) AS note,
+               CAST(CAST({ff} AS DECIMAL(38,0)) + id AS DECIMAL(38,0)) AS _binlog_seq, false AS _is_deleted
+        FROM range(0, {rows})
+    """).write.mode("overwrite").parquet(state_dir)
+    unique = int(changes / 1.01)
+
+    def full(key: str) -> str:
+        return (
+            f"to_json(named_struct('id', {key}, 'name', concat('renamed-', i), 'amount', "
+            f"format_string('%.2f', CAST((i % 99999) / 100.0 AS DOUBLE)), 'qty', CAST(i % 777 AS STRING), 'status', 'CHANGED', "
+            f"'updated_at', '2024-05-06 07:08:09', 'note', sha1(CAST(i AS STRING))))"
+        )
+
+    raw = spark.sql(f"""
+        WITH ev AS (
+            SELECT i, h, h2, (i div 3) * 100 + 4 AS pos, CAST(i % 3 AS INT) AS row_idx,
+                   CASE WHEN h % 100 < 10 THEN 'c' WHEN h % 100 < 15 THEN 'd' ELSE 'u' END AS op,
+                   h % 100 BETWEEN 15 AND 16 AS kc, h % 100 >= 17 AND h2 % 2 = 0 AS partial,
+                   CASE WHEN h % 100 < 10 THEN {rows} + i ELSE h2 % {rows} END AS target
+            FROM (SELECT id AS i, pmod(xxhash64(id), 2147483647) AS h, pmod(xxhash64(id + 7), 2147483647) AS h2
+                  FROM range(0, {unique}))
+        )
+        SELECT 'src1' AS source_id, 'mysql-bin.000002' AS binlog_file, CAST(2 AS BIGINT) AS binlog_file_seq,
+               CAST(pos AS BIGINT) AS binlog_pos, row_idx,
+               CAST(2 * CAST({ff} AS DECIMAL(38,0)) + pos * {pf} + row_idx AS DECIMAL(38,0)) AS binlog_seq,
+               CAST(NULL AS STRING) AS gtid, sha1(concat('src1|mysql-bin.000002|', pos, '|', row_idx)) AS event_uid,
+               CAST(1714953600000 + i div 50 AS BIGINT) AS event_ts_ms, op, 'shop' AS source_db,
+               'orders' AS source_table, array('id') AS pk_names,
+               CASE WHEN op <> 'c' THEN to_json(named_struct('id', CAST(target AS STRING))) END AS before_json,
+               CASE WHEN op = 'c' THEN {full("CAST(target AS STRING)")}
+                    WHEN kc THEN {full(f"CAST({rows} + {unique} + i AS STRING)")}
+                    WHEN op = 'u' AND NOT partial THEN {full("CAST(target AS STRING)")}
+                    WHEN op = 'u' THEN to_json(named_struct('id', CAST(target AS STRING),
+                                                            'qty', CAST(i % 555 AS STRING), 'status', 'PART'))
+               END AS after_json,
+               CAST(NULL AS STRING) AS ddl_sql, 'binlog.shop' AS kafka_topic, CAST(0 AS INT) AS kafka_partition,
+               CAST(i AS BIGINT) AS kafka_offset, CAST(0 AS BIGINT) AS ingest_ts_ms, 'orders' AS table_name,
+               '{bm.DAY}' AS dt, lpad(CAST((i * 24) div {unique} AS STRING), 2, '0') AS hour
+        FROM ev
+    """)
+    again = raw.where("pmod(xxhash64(event_uid), 100) = 0").withColumn(
+        "kafka_offset", F.col("kafka_offset") + unique
+    )
+    raw.unionByName(again).write.mode("overwrite").parquet(changes_dir)
+
+
+def use_spark_generator(spark) -> str:
+    """DuckDB's generator when this checkout has the `bench` extra, else the same data from Spark SQL."""
+    try:
+        import duckdb  # noqa: F401
+
+        return "duckdb"
+    except ImportError:
+        bm.generate = lambda rows, changes, state_dir, changes_dir: generate_spark(
+            spark, rows, changes, state_dir, changes_dir
+        )
+        return "spark"
+
+
+def ours_merge():
+    """The new layout's merge function when this checkout has it (`cdc/ods_merge.py`, issue 33), else None."""
+    try:
+        return getattr(importlib.import_module("sharp_dagster.cdc.ods_merge"), "merge_into", None)
+    except ImportError:
+        return None
+
+
+def current_v3(ds, suffix: str = "v3") -> TableRef:
+    """A format v3 merge-on-read copy of the live state, its previous day tagged."""
+    store, spark = ds.store, ds.spark
+    ref = TableRef("bench", f"current_{suffix}_{ds.rows}", ())
+    store.drop_table(ref)
+    writer = spark.table(store.name(ds.current)).writeTo(store.name(ref)).using("iceberg")
+    for key, value in PROPS.items():
+        writer = writer.tableProperty(key, value)
+    writer.create()
+    table = store._table(ref)
+    table.manageSnapshots().createTag(day_tag(bm.PREVIOUS), table.currentSnapshot().snapshotId()).commit()
+    return ref
+
+
+def time_day(ds, v3: TableRef, clock, repeat: int, floors: bool) -> dict:
+    head = ds.store.current_snapshot_id(v3)
+    actions = {
+        "copy": lambda: bm.run_copy(ds),
+        "merge_into_mor": lambda: bm.run_merge_into(ds, v3),
+    }
+    resets = {"merge_into_mor": lambda: bm.reset_merge_into(ds, v3, head)}
+    if floors:
+        parts = bm.floor_parts(ds)
+        actions["floor_day_rows"] = lambda: (parts["day_rows_write"](), parts["new_keys"]())
+    for name, action in actions.items():  # warm-up: JIT, caches
+        resets.get(name, lambda: None)()
+        action()
+    runs: dict[str, list] = {name: [] for name in actions}
+    for _ in range(repeat):
+        for name, action in actions.items():
+            resets.get(name, lambda: None)()
+            runs[name].append(clock.time(action))
+    out = {name: bm.summary(r) for name, r in runs.items()}
+    copy = out["copy"]["best_s"]
+    for name in actions:
+        if name != "copy":
+            out[f"ratio_{name}_to_copy"] = round(out[name]["best_s"] / copy, 3)
+    out["ours"] = "not run: this checkout has no new-layout merge (cdc/ods_merge.merge_into)"
+    return out
+
+
+def reads(ds, v3: TableRef, clock, repeat: int) -> dict:
+    """The DWD-like read of the day: a `dt` partition of the copy vs the tag (deletion vectors) vs after compaction."""
+    store, spark = ds.store, ds.spark
+    bm.run_merge_into(ds, v3)  # the day merged, kept this time, and tagged
+    table = store._table(v3)
+    table.manageSnapshots().createTag(day_tag(bm.DAY), table.currentSnapshot().snapshotId()).commit()
+    sources = {
+        "dt_partition": f"(SELECT * FROM {store.name(ds.copy)} WHERE dt = '{bm.DAY}')",
+        "tag_with_deletes": f"{store.name(v3)} VERSION AS OF '{bm.DAY}'",
+    }
+    out = {"delete_files_at_tag": spark.sql(f"SELECT count(*) FROM {store.name(v3)}.delete_files").first()[0]}
+
+    def read(source: str) -> None:
+        spark.sql(DWD_READ.format(source=source)).collect()
+
+    timed = {name: [] for name in sources}
+    for name in sources:
+        read(sources[name])
+    for _ in range(repeat):
+        for name, source in sources.items():
+            timed[name].append(clock.time(lambda s=source: read(s)))
+    out["compaction"] = compact(store, v3, {"delete-file-threshold": "1"})
+    from sharp_dagster.cdc.ods_upkeep import _follow_compaction
+
+    out["tags_moved_to_compaction"] = _follow_compaction(store, v3)
+    source = f"{store.name(v3)} VERSION AS OF '{bm.DAY}'"
+    read(source)
+    timed["tag_after_compaction"] = [clock.time(lambda: read(source)) for _ in range(repeat)]
+    out.update({name: bm.summary(r) for name, r in timed.items()})
+    base = out["dt_partition"]["best_s"]
+    for name in ("tag_with_deletes", "tag_after_compaction"):
+        out[f"ratio_{name}_to_dt_partition"] = round(out[name]["best_s"] / base, 3)
+    return out
+
+
+def storage_after_days(ds, days: int, retention: int) -> dict:
+    """`days` published days on a v3 current-state table, each replacing `changes/rows` of the rows (deletes of
+    the old rows + the new rows, as a day's merge writes them) and tagged; then the upkeep with `retention`."""
+    store, spark = ds.store, ds.spark
+    v3 = current_v3(ds, "days")
+    name = store.name(v3)
+    one_copy = storage(store, v3)["bytes"]
+    share = max(1, round(ds.rows / max(1, ds.change_rows)))  # every share-th key changes each day
+    t0 = time.perf_counter()
+    for d in range(1, days + 1):
+        pick = f"pmod(xxhash64(id, {d}), {share}) = 0"
+        changed = (
+            spark.table(name)
+            .where(pick)
+            .selectExpr(
+                "id",
+                "name",
+                "amount",
+                f"CAST(qty + {d} AS int) AS qty",
+                "'DAY' AS status",
+                "updated_at",
+                "note",
+                f"CAST(_binlog_seq + {d} AS decimal(38,0)) AS _binlog_seq",
+            )
+            .localCheckpoint(eager=True)
+        )
+        spark.sql(f"DELETE FROM {name} WHERE {pick}")
+        changed.writeTo(name).append()
+        table = store._table(v3)
+        tag = (bm.date.fromisoformat(bm.DAY) + bm.timedelta(days=d - 1)).isoformat()
+        table.manageSnapshots().createTag(day_tag(tag), table.currentSnapshot().snapshotId()).commit()
+    store._refresh(v3)
+    out = {"days": days, "rows_changed_per_day_share": round(1 / share, 4), "one_copy_bytes": one_copy}
+    out["write_days_s"] = round(time.perf_counter() - t0, 1)
+    before = storage(store, v3)
+    out["all_tags_kept"] = before | {"copies": round(before["bytes"] / one_copy, 2)}
+    kept = upkeep_table(store, v3, retention, {"delete-file-threshold": "1"}, now=bm_now_plus_grace())
+    after = kept.storage_after
+    out[f"after_upkeep_retention_{retention}"] = after | {
+        "copies": round(after["bytes"] / one_copy, 2),
+        "dropped_tags": len(kept.dropped_tags),
+        "kept_tags": kept.kept_tags,
+    }
+    out["dt_layout_copies_after_same_days"] = days + 1  # one full partition per day (ods), plus ods_state's
+    return out
+
+
+def bm_now_plus_grace():
+    """A `now` past the snapshots' grace period, so this run's snapshots count as old enough to expire."""
+    from datetime import UTC, datetime
+
+    from sharp_dagster.cdc.ods_upkeep import SNAPSHOT_GRACE
+
+    return datetime.now(UTC) + SNAPSHOT_GRACE + bm.timedelta(minutes=1)
+
+
+def scaling(store, work: Path, sizes: list[int], changes: int, clock) -> list[dict]:
+    """copy and MERGE INTO (merge-on-read) at other state sizes, with the same changes."""
+    points = []
+    for n in sizes:
+        ds = bm.Dataset(store, work, n, changes)
+        v3 = current_v3(ds)
+        point = time_day(ds, v3, clock, repeat=1, floors=False)
+        points.append(
+            {
+                "state_rows": n,
+                "change_rows": ds.change_rows,
+                "copy_s": point["copy"]["best_s"],
+                "merge_into_mor_s": point["merge_into_mor"]["best_s"],
+                "load_1m": point["copy"]["load_1m"] + point["merge_into_mor"]["load_1m"],
+            }
+        )
+        _progress({"scaling_point": points[-1]})
+    return points
+
+
+def run(args) -> dict:
+    started = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix="bench_ods_layout_"))
+    os.environ["SHARP_DATA_DIR"] = str(work / "data")
+    os.environ.setdefault("SHARP_SPARK_MASTER", "local[2]")
+    from sharp_dagster.spark.iceberg import warehouse_tables
+    from sharp_dagster.spark.session import build_spark_session
+
+    (work / "warehouse").mkdir(parents=True)
+    settings = SimpleNamespace(warehouse_dir=work / "warehouse", log_db_url=f"sqlite:///{work / 'log.db'}")
+    spark = build_spark_session(app_name="bench_ods_layout", **{"spark.driver.memory": args.driver_memory})
+    try:
+        store = warehouse_tables(spark, settings)
+        return measure(store, work, args, started)
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(store, work: Path, args, started: float) -> dict:
+    """Every part of the benchmark in `store`'s session (the test runs it in the test session)."""
+    clock = bm.Clock(store.spark)
+    result: dict = {
+        "machine": {"cpus": os.cpu_count(), "spark_master": store.spark.sparkContext.master},
+        "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "rows": args.rows,
+        "changes": args.changes,
+        "ours_available": ours_merge() is not None,
+        "data_generator": use_spark_generator(store.spark),
+    }
+    ds = bm.Dataset(store, work, args.rows, args.changes)
+    v3 = current_v3(ds)
+    result["day"] = time_day(ds, v3, clock, args.repeat, floors=True)
+    _progress(result)
+    result["reads"] = reads(ds, v3, clock, args.repeat)
+    _progress(result)
+    result["storage"] = storage_after_days(ds, args.days, args.retention)
+    _progress(result)
+    others = [n for n in args.scaling if n != args.rows]
+    points = scaling(store, work, others, args.changes, clock) if others else []
+    main_point = {
+        "state_rows": args.rows,
+        "change_rows": ds.change_rows,
+        "copy_s": result["day"]["copy"]["best_s"],
+        "merge_into_mor_s": result["day"]["merge_into_mor"]["best_s"],
+    }
+    result["scaling"] = sorted([*points, main_point], key=lambda p: p["state_rows"])
+    first, last = result["scaling"][0], result["scaling"][-1]
+    if last["state_rows"] > first["state_rows"]:
+        result["scaling_growth"] = {
+            "rows_factor": round(last["state_rows"] / first["state_rows"], 1),
+            "copy_time_factor": round(last["copy_s"] / first["copy_s"], 2),
+            "merge_into_mor_time_factor": round(last["merge_into_mor_s"] / first["merge_into_mor_s"], 2),
+        }
+    result["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["total_wall_s"] = round(time.perf_counter() - started, 1)
+    return result
+
+
+def _progress(result: dict) -> None:
+    print(json.dumps(result, default=str), file=sys.stderr, flush=True)
+
+
+# (flag, type, help): every size has a full and a --quick default (parse_args).
+OPTIONS = [
+    ("--rows", int, "state rows of the day's comparison (default 5,000,000)"),
+    ("--changes", int, "changes of the day (default 500,000)"),
+    ("--scaling", str, "state sizes for the scaling (default 1000000,20000000)"),
+    ("--days", int, "published days for the storage figure (default 30)"),
+    ("--repeat", int, "timed runs of each (default 2, quick 1)"),
+]
+
+
+def parse_args(argv: list[str] | None = None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="20,000 rows, 2,000 changes, 3 days: a smoke run"
+    )
+    for flag, kind, text in OPTIONS:
+        parser.add_argument(flag, type=kind, help=text)
+    parser.add_argument("--retention", type=int, default=7, help="days of tags the upkeep keeps (default 7)")
+    parser.add_argument("--driver-memory", default="6g")
+    args = parser.parse_args(argv)
+    args.rows = args.rows or (20_000 if args.quick else 5_000_000)
+    args.changes = args.changes or (2_000 if args.quick else 500_000)
+    default_scaling = "10000,40000" if args.quick else "1000000,20000000"
+    args.scaling = [int(n) for n in (args.scaling or default_scaling).split(",") if n]
+    args.days = args.days or (3 if args.quick else 30)
+    args.retention = min(args.retention, args.days)
+    args.repeat = args.repeat or (1 if args.quick else 2)
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    os.environ.setdefault("SHARP_SPARK_LOG_LEVEL", "ERROR")
+    result = run(args)
+    print(json.dumps(result, indent=2, default=str))
+    return result
+
+
+if __name__ == "__main__":
+    main()

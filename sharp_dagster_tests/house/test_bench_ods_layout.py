@@ -1,0 +1,29 @@
+"""`bench/bench_ods_layout.py --quick`'s whole path, at a tiny size, in the test session's Spark (a benchmark
+process of its own would start a second JVM): every part runs and reports what RESULTS.md is built from."""
+
+from __future__ import annotations
+
+import time
+
+from sharp_dagster_tests.conftest import fresh_tables
+from sharp_dagster_tests.house.test_benches import BENCH, _load
+
+
+def test_the_quick_run_measures_every_part(spark, tmp_path):
+    bench = _load(BENCH / "bench_ods_layout.py")
+    args = bench.parse_args(
+        ["--quick", "--rows", "2000", "--changes", "200", "--scaling", "1000", "--days", "2"]
+    )
+    store = fresh_tables(spark, tmp_path)
+
+    result = bench.measure(store, tmp_path, args, time.perf_counter())
+
+    day = result["day"]
+    assert {"copy", "merge_into_mor", "floor_day_rows"} <= set(day) and day["copy"]["best_s"] > 0
+    reads = result["reads"]
+    assert reads["delete_files_at_tag"] > 0  # the tagged day was read with its deletion vectors
+    assert reads["compaction"]["data_removed_delete_files_count"] > 0
+    assert reads["tags_moved_to_compaction"] == ["2024-05-06"]
+    storage = result["storage"]
+    assert storage["all_tags_kept"]["copies"] > 1 and storage["after_upkeep_retention_2"]["kept_tags"] == 2
+    assert [p["state_rows"] for p in result["scaling"]] == [1000, 2000]
