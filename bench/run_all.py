@@ -268,7 +268,7 @@ def headline(name: str, r: dict) -> tuple[str, str, str, str]:
             f"<= {r['target_s_per_asset_partition']:g} s",
             "yes" if r["s_per_asset_partition"] <= r["target_s_per_asset_partition"] else "no",
         )
-    if name == "profiles":
+    if name.startswith("profiles"):
         s, b = r["run_setup"], r["backfill"]["side_by_side"]
         return (
             f"production profile (PostgreSQL, HDFS, 2 Spark workers) vs embedded (SQLite, local), {r['days']}-day "
