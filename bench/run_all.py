@@ -269,11 +269,11 @@ def headline(name: str, r: dict) -> tuple[str, str, str, str]:
             f"<= {r['target_s_per_asset_partition']:g} s",
             "yes" if r["s_per_asset_partition"] <= r["target_s_per_asset_partition"] else "no",
         )
-    if name == "profiles":
+    if name.startswith("profiles"):
         s, b = r["run_setup"], r["backfill"]["side_by_side"]
         return (
             f"production profile (PostgreSQL, HDFS, 2 Spark workers) vs embedded (SQLite, local), {r['days']}-day "
-            "backfill",
+            "backfill" + (f", {r['variant']}" if r.get("variant") else ""),
             f"run set-up {_fmt(s['postgres']['setup_s_median'])} s on PostgreSQL vs "
             f"{_fmt(s['sqlite']['setup_s_median'])} s on SQLite; backfill "
             f"{_fmt(b['s_per_asset_partition']['production'])} s vs {_fmt(b['s_per_asset_partition']['embedded'])} s "

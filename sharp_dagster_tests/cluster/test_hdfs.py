@@ -59,3 +59,12 @@ def test_done_markers_and_files_on_hdfs(spark, hdfs, tmp_path) -> None:
     local = file_system(f"file://{tmp_path}")
     local.write_text(f"file://{tmp_path}/a/b.json", "x")
     assert (tmp_path / "a" / "b.json").read_text() == "x"
+
+
+def test_session_retries_a_file_close_soon(spark) -> None:
+    """The session's Hadoop configuration carries the HDFS client's close/add-block retry settings
+    (`spark/session.py`): a small file's close waits 25 ms for its first retry, not HDFS's 400 ms default, and
+    retries 10 times (25.6 s in all, more than the default's 12.4 s)."""
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    assert conf.get("dfs.client.block.write.locateFollowingBlock.initial.delay.ms") == "25"
+    assert conf.get("dfs.client.block.write.locateFollowingBlock.retries") == "10"
