@@ -22,12 +22,12 @@ the `sharp-dagster log` commands learn them from the project's layout, `sharp_da
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sharp_dagster.joblog.errors import ClaimRefused, JobLogError
 from sharp_dagster.joblog.heartbeat import claim_timeout_s
-from sharp_dagster.joblog.models import FAILURE
+from sharp_dagster.joblog.models import FAILURE, SUCCESS
 from sharp_dagster.joblog.records import JobHandle, schedule_id_for
 from sharp_dagster.joblog.store import JobLog
 from sharp_dagster.periods import Period, PeriodSpec
@@ -232,13 +232,15 @@ def rollback_days(
     drops the later days' tags, refuses when `main` moved since `undone` was read, and returns the snapshot it
     replaced), then a `rollback` step and FAILURE naming the day restored on each.
 
-    `undone`: the later days, oldest first, one `UndonePublish` each (`day` and `partition_key` the day)."""
+    `undone`: the later days, oldest first, one `UndonePublish` each (`day` and `partition_key` the day); one that
+    names no attempt gets the job log's latest SUCCESS attempt of its day."""
     if not undone:
         raise RollbackRefused(f"{table} is already at day {target_day}: no later day is published")
     if job_name not in specs:
         raise RollbackRefused(f"{job_name} is not a log-driven asset")
     periods = [PeriodRollback(job_name, str(u.partition_key), [u]) for u in undone]
     windows = _windows(periods, specs)
+    _name_publishers(job_log, periods, windows)
     _refuse_live_claims(job_log, periods, windows)
     what = f"rollback of {table} to day {target_day}"
     handles = _claim(job_log, periods, windows, run_id, what)
@@ -255,10 +257,30 @@ def rollback_days(
         table=table,
         target_snapshot_id=int(target_snapshot_id),
         previous_snapshot_id=previous,
-        undone=list(undone),
+        undone=[u for p in periods for u in p.undone],
         periods=periods,
         target_day=target_day,
     )
+
+
+def _name_publishers(
+    job_log: JobLog, periods: Sequence[PeriodRollback], windows: Mapping[tuple[str, str], Period]
+) -> None:
+    """An ODS day's snapshot names no attempt (`MERGE INTO` commits take no snapshot properties): the job log's
+    latest SUCCESS attempt of the day is the one that published it."""
+    starts = {windows[(p.job_name, p.partition_key)].range_start: p for p in periods}
+    for job_name in {p.job_name for p in periods}:
+        latest = job_log.latest_attempts(job_name, starts=sorted(starts))
+        for start, attempt in latest.items():
+            period = starts.get(start)
+            if period is None or attempt.status != SUCCESS or period.job_name != job_name:
+                continue
+            period.undone = [
+                u
+                if u.job_id
+                else replace(u, token=str(attempt.attempt), job_id=attempt.job_id, run_id=attempt.run_id)
+                for u in period.undone
+            ]
 
 
 def _windows(
