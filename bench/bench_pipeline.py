@@ -64,7 +64,7 @@ PROBES = [
         "table write: a range on a branch (one write)",
     ),
     ("sharp_dagster.spark.iceberg", "IcebergTables.publish_range", "table commit: publish"),
-    ("sharp_dagster.publish.run", "RangeBatch.add", "range batch: a day's state checkpointed"),
+    ("sharp_dagster.cdc.ods_stage", "stage", "merge: an ODS table's days onto a branch (merge-on-read)"),
     (
         "sharp_dagster.spark.iceberg",
         "IcebergTables._commit_refs",

@@ -11,9 +11,11 @@
   `done_markers.hours_to_mark` decides for every landing path (from the day of the first commit or heartbeat
   ever landed, carried in the job log's `land` step output as `first_seen_ms`).
 - `ods/<table>` (daily, group `ods`): `checkdone` (all 24 done markers of the day, else the run fails before
-  reading anything), then `merge_day(previous state, the day's typed changes)`; the state (with tombstones) is staged to
-  `ods_state.<table>` and its live rows to `ods.<table>`, and both are published together after the strong rules,
-  through the one lifecycle of every log-driven asset (`sharp_dagster.publish`).
+  reading anything), then the day's typed changes merged onto a staging branch of the current-state table
+  `ods.<table>` and its tombstones `ods_state.<table>`, cut at the previous day's tag (`cdc/ods_stage.py`); after
+  the strong rules (against the day's staged state) `main` is moved to the branch and the day tagged
+  `'YYYY-MM-DD'`, through the one lifecycle of every log-driven asset (`sharp_dagster.publish`). A re-run of a day
+  while later days are published re-merges and re-publishes every later day after it (`read_later` step).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from contextlib import ExitStack
 from datetime import date, timedelta
 
 from dagster import (
@@ -35,24 +38,26 @@ from dagster import (
     TimeWindowPartitionMapping,
     asset,
 )
-from pyspark.sql import DataFrame
 
 from sharp_dagster.alerts import AlertSink
 from sharp_dagster.assets import quality
+from sharp_dagster.cdc import ods_stage, ods_store
 from sharp_dagster.cdc.change_source import day_changes
-from sharp_dagster.cdc.merge import STATE_COLUMNS, initial_state, merge_day, published
-from sharp_dagster.cdc.merge_range import state_on
-from sharp_dagster.cdc.range_fold import fold_range
+from sharp_dagster.cdc.merge import STATE_COLUMNS, initial_state
+from sharp_dagster.cdc.ods_merge import write_state
+from sharp_dagster.cdc.ods_stage import StagedOds, StagedOdsDay
+from sharp_dagster.cdc.ods_versions import ods_ref
 from sharp_dagster.joblog.incremental import format_offsets, plan_kafka
 from sharp_dagster.joblog.planner import LogDrivenAsset
+from sharp_dagster.lineage.openlineage import schema_fields
 from sharp_dagster.logdriven import job_log_or_fail
 from sharp_dagster.naming import key_str, parts
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.publish.claimed_range import claimed_range
 from sharp_dagster.publish.materialize import materialize_partitions
+from sharp_dagster.publish.range import drop_orphans
 from sharp_dagster.publish.run import AssetPublish, PartitionRun
 from sharp_dagster.spark.iceberg import IcebergTables
-from sharp_dagster.spark.tables import MissingPartitionError, TableRef
 from sharp_dagster.warehouse.cdc_layout import (
     SHARD_COLUMN,
     START,
@@ -73,10 +78,6 @@ def kafka_config() -> dict[str, str]:
             description=f"{KAFKA_ENV} is not set: no Kafka bootstrap servers to land the binlog from"
         )
     return {"bootstrap.servers": servers}
-
-
-def state_ref(table: str) -> TableRef:
-    return TableRef("ods_state", table, ("dt",))
 
 
 def source_specs(physical_by_table: dict[str, list[str]], database: str) -> list[AssetSpec]:
@@ -279,9 +280,10 @@ def build_ods_merge_asset(
         key=["ods", name],
         group_name="ods",
         description=(
-            f"The source table `{ods_table.database}.{name}` as it stands at the end of each day, rebuilt from the "
-            f"binlog: the previous day's state plus the day's changes (ordered by binlog position; deletes kept as "
-            f"tombstones in ods_state.{name}). Merge key: {', '.join(ods_table.key_columns())}."
+            f"The source table `{ods_table.database}.{name}` rebuilt from the binlog: its current state, each "
+            f"published day a version read as `ods.{name} VERSION AS OF 'YYYY-MM-DD'` (the previous day's state "
+            f"plus the day's changes, ordered by binlog position; deleted keys kept as tombstones in "
+            f"ods_state.{name}). Merge key: {', '.join(ods_table.key_columns())}."
         ),
         partitions_def=partitions_def,
         backfill_policy=BackfillPolicy.single_run(),
@@ -298,52 +300,96 @@ def build_ods_merge_asset(
         metadata={"dagster/table_name": f"ods.{name}", "merge_key": ", ".join(ods_table.key_columns())},
     )
     def _merge(context):
-        # A single-run backfill of several days goes as one batch: each day's state chained in memory, the states
-        # and the published rows each in one write, one audit pass, one commit per table (`publish/range.py`).
-        compute = OdsMerge(ods_table, context.resources.spark)
-        publish = AssetPublish(TableRef("ods", name, ("dt",)), "daily", log_asset, compute, rules, grains)
+        # A single-run backfill of several days goes as one batch: the days merged one after the other on one
+        # branch, each day's rules against its snapshot, one publish tagging every day (`publish/range.py`).
+        merge = OdsMerge(ods_table, context.resources.spark)
+        publish = AssetPublish(ods_ref(name), "daily", log_asset, merge, rules, grains, merge.stage_range)
         yield from materialize_partitions(context, publish, batch=True)
 
     return _merge
 
 
 class OdsMerge:
-    """The compute of an ODS table's day (`Compute`): `checkdone`, `read` (the previous state and the day's changes,
-    or the batch's days folded at once), `transform` (`merge_day`); the state is staged beside the table."""
+    """The compute of an ODS table's days: per period `checkdone` and `read` (the day's changes), then its `write`
+    step around ONE merge of the days onto the branch (`cdc/ods_stage.stage`: cut at the tag of the day before,
+    each day merged merge-on-read; when later days are published already, a re-run, they are re-merged after them
+    on the same branch and re-published with them). A single period (`Compute`) is a batch of one."""
 
     def __init__(self, ods_table: OdsTable, spark_resource) -> None:
         self.table = ods_table
         self.job_name = ods_table.asset_key_str
         self.spark_resource = spark_resource
 
-    def __call__(self, key: str, run: PartitionRun) -> DataFrame:
-        table, store = self.table, run.tables
-        self._check_done(key, run)
-        with run.step("read", source_type="iceberg") as rec:
-            # A batch's days are read and merged in one plan at its first day when they can be (`range_fold`).
-            ranged = run.batch_shared(("fold_range", table.name), lambda days: self._fold_days(store, days))
-            if ranged is not None:
-                versions, counts = ranged
-                rec.source_count = run.source_count = counts[key]
-                days = list(counts)
-                if key == days[0]:
-                    rec.info(f"merged the {len(days)} days {days[0]}..{days[-1]} in one plan")
-            else:
-                base, changes, events = self._read_day(run, store, key)
-                rec.source_count = run.source_count
-        with run.step("transform", source_type="spark"):
-            if ranged is not None:
-                state = state_on(versions, key)  # a filter of the batch's checkpointed versions
-            else:
-                state = merge_day(
-                    base, changes, table.key_columns(), shard_column=table.shard_column, events=events
+    def __call__(self, key: str, run: PartitionRun) -> StagedOdsDay:
+        return self.stage_range([run], run.branch).day(key)
+
+    def stage_range(self, runs: list[PartitionRun], branch: str) -> StagedOds:
+        """The runs' days (consecutive, oldest first) staged on `branch`; each run's steps record its own day."""
+        table, store = self.table, runs[0].tables
+        changes = {}
+        for run in runs:
+            self._check_done(run.key, run)
+        self._check_previous(store, runs[0].key)
+        for run in runs:
+            with run.step("read", source_type="iceberg") as rec:
+                changes[run.key] = self._read_day(store, run.key)
+                rec.source_count = run.source_count = changes[run.key][1]
+        own = [run.key for run in runs]
+        later = ods_stage.later_days(store, table.name, own[-1])
+        if later:
+            with runs[-1].step("read_later", source_type="iceberg") as rec:
+                for day in later:
+                    changes[day] = self._read_day(store, day)
+                rec.source_count = sum(changes[day][1] for day in later)
+                rec.info(
+                    f"a re-run of {own[-1]} while {len(later)} later day(s) are published ({', '.join(later)}): "
+                    "their changes are merged again after it and they are re-published with it"
                 )
-        # The state (with tombstones) is staged beside the table and published with it, after the rules.
-        return published(
-            run.stage_beside(
-                state_ref(table.name), {"dt": key}, state, step_id="state", checkpointed=ranged is not None
+        return self._write(runs, branch, (own, later), changes)
+
+    def _write(self, runs: list[PartitionRun], branch: str, days, changes: dict) -> StagedOds:
+        """The `write` step of every run around ONE merge of the days onto `branch`."""
+        table, store = self.table, runs[0].tables
+        own, later = days
+        with ExitStack() as steps:
+            recs = [
+                steps.enter_context(run.step("write", source_type="spark", target_type="iceberg"))
+                for run in runs
+            ]
+            for ref in ods_store.both(table.name):
+                drop_orphans(store, ref, runs, branch, recs[0])
+            staged = ods_stage.stage(
+                store,
+                table.name,
+                branch,
+                (own, later),
+                lambda day: (changes[day][0], changes[day][2]),
+                table.key_columns(),
+                table.shard_column,
             )
-        )
+            together = f" (one branch for {len(own)} days)" if len(own) > 1 else ""
+            for run, rec, part in zip(runs, recs, staged.parts, strict=True):
+                run.output_fields = schema_fields(part)  # the written schema, for the COMPLETE event
+                rec.source_count = run.source_count
+                rec.target_count = part.row_count
+                rec.success_count = part.changed
+                rec.info(
+                    f"merged {run.key} onto {branch}{together}: {part.row_count} live rows, "
+                    f"{part.changed} keys changed"
+                )
+            if later:
+                recs[-1].info(f"re-merged the later published day(s) {', '.join(later)} after it on {branch}")
+        return staged
+
+    def _check_previous(self, store: IcebergTables, key: str) -> None:
+        """The day before `key` must be published (its tag): the state the merge starts from."""
+        previous = (date.fromisoformat(key) - timedelta(days=1)).isoformat()
+        if previous not in ods_store.published_days(store, self.table.name):
+            hint = " (the bootstrap snapshot)" if previous == bootstrap_day(self.table.start) else ""
+            raise Failure(
+                description=f"{self.job_name} [{key}]: no state of {previous}{hint}: ods.{self.table.name} has "
+                f"no tag {previous!r}; not merged"
+            )
 
     def _check_done(self, key: str, run: PartitionRun) -> None:
         """The `checkdone` step: all 24 hourly done markers of the day, else the run fails before reading."""
@@ -365,47 +411,28 @@ class OdsMerge:
                 )
             rec.source_count = 24
 
-    def _fold_days(self, store: IcebergTables, days: list[str]):
+    def _read_day(self, store: IcebergTables, key: str):
+        """The day's changes, how many, and its events."""
         from sharp_dagster.cdc.landing import raw_table_ref  # the Kafka client: only a run loads it
 
         table = self.table
-        raw, state = raw_table_ref(table.database), state_ref(table.name)
-        return fold_range(
-            store, raw, state, table.database, table.name, table.key_columns(), table.shard_column, days
-        )
-
-    def _read_day(self, run: PartitionRun, store: IcebergTables, key: str):
-        """The previous day's state and the day's changes and events; sets the run's source count."""
-        from sharp_dagster.cdc.landing import raw_table_ref  # the Kafka client: only a run loads it
-
-        table, job_name = self.table, self.job_name
-        previous = (date.fromisoformat(key) - timedelta(days=1)).isoformat()
-        # In a range batch the previous day's state may be this run's, not published yet.
-        base = run.staged_beside(state_ref(table.name), {"dt": previous})
-        if base is None:
-            try:
-                base = store.read_partitions(
-                    state_ref(table.name), [{"dt": previous}], needed_by=f"{job_name}[{key}]"
-                ).drop("dt")
-            except MissingPartitionError as exc:
-                hint = " (the bootstrap snapshot)" if previous == bootstrap_day(table.start) else ""
-                raise Failure(description=f"{job_name} [{key}]: no state of {previous}{hint}: {exc}") from exc
         raw = raw_table_ref(table.database)
         if not store.exists(raw):
-            raise Failure(description=f"{job_name} [{key}]: the raw binlog table {raw.qualified} is empty")
-        changes, run.source_count, events = day_changes(store, raw, table.database, table.name, key)
-        return base, changes, events
+            raise Failure(
+                description=f"{self.job_name} [{key}]: the raw binlog table {raw.qualified} is empty"
+            )
+        return day_changes(store, raw, table.database, table.name, key)
 
 
 def state_columns(store, tables) -> dict[str, list[tuple[str, str]]]:
-    """The data columns (name, Spark type) of each table's ODS state, where it exists: what the landing types
-    the table's row images by (`land(image_columns=)`)."""
+    """The data columns (name, Spark type) of each table's ODS current state `ods.<table>`, where it exists: what
+    the landing types the table's row images by (`land(image_columns=)`)."""
     out: dict[str, list[tuple[str, str]]] = {}
     for table in tables:
-        ref = state_ref(table.name)
+        ref = ods_ref(table.name)
         if not store.exists(ref):
             continue
-        skip = {*STATE_COLUMNS, "dt", *([SHARD_COLUMN] if table.shard_regex else [])}
+        skip = {*STATE_COLUMNS, *([SHARD_COLUMN] if table.shard_regex else [])}
         schema = store.spark.table(store.name(ref)).schema
         out[table.name] = [(f.name, f.dataType.simpleString()) for f in schema if f.name not in skip]
     return out
@@ -415,8 +442,12 @@ def bootstrap_state(
     store, ods_table: OdsTable, snapshot_df, snapshot_seq: int | None, start: str = START
 ) -> int:
     """Write the first state of an ODS table (a snapshot stamped with the binlog position read before it) as the
-    state partition of the day before `start`. Returns the rows written."""
-    staged = store.write_partition(
-        state_ref(ods_table.name), {"dt": bootstrap_day(start)}, initial_state(snapshot_df, snapshot_seq)
+    published day before `start` (its tag: `ods_merge.write_state`). Returns the live rows written."""
+    return write_state(
+        store,
+        ods_table.name,
+        bootstrap_day(start),
+        initial_state(snapshot_df, snapshot_seq),
+        ods_table.key_columns(),
+        ods_table.shard_column,
     )
-    return staged.row_count

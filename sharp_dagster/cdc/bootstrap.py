@@ -7,9 +7,10 @@ For each configured database, one job-log run `cdc_bootstrap/<database>` (a dail
    starts (`cdc collect` reads it with `bootstrap_position(job_log, database)` from any machine that reaches the
    job log, when neither `--start` nor a saved collector position says otherwise);
 2. one step `snapshot/<table>` per table: every shard read over JDBC (in key ranges when large), stamped with the
-   position, written as the state partition of the day before the start (`ods_state.<table>`, dt = start - 1);
-   unsharded tables lose the `source_table` column the snapshot adds. A partition it replaces (after `force`, or
-   a merged state of that day) is named in the step's output with its row count;
+   position, published as the ODS state of the day before the start (`ods.<table>` and its tombstones
+   `ods_state.<table>`, tagged start - 1: `ods_merge.write_state`); unsharded tables lose the `source_table`
+   column the snapshot adds. A state of that day it replaces (after `force`) is named in the step's output with
+   its row count; when later days were merged already the table is refused (roll it back first);
 3. step `day_check`: the source's clock once every table is read, still on the start day.
 
 The start day. The first merged day S takes the snapshot as the state at the end of S - 1 and applies every change
@@ -41,8 +42,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
+from sharp_dagster.cdc import ods_store
 from sharp_dagster.cdc.config import DatabaseConfig, MysqlSettings, SourceConfig, TableConfig, snapshot_day
-from sharp_dagster.cdc.merge import initial_state
+from sharp_dagster.cdc.merge import initial_state, merge_key
+from sharp_dagster.cdc.ods_merge import write_state
 from sharp_dagster.cdc.shards import PHYSICAL_TABLE_COLUMN
 from sharp_dagster.cdc.snapshot import (
     BinlogPosition,
@@ -51,7 +54,6 @@ from sharp_dagster.cdc.snapshot import (
     snapshot_table,
 )
 from sharp_dagster.cdc.source_clock import Clock, ClockError, SourceClock
-from sharp_dagster.spark.tables import TableRef
 
 JOB_PREFIX = "cdc_bootstrap"
 POSITION_STEP = "position"
@@ -102,10 +104,6 @@ class BootstrapResult:
 
 def job_name(database: str) -> str:
     return f"{JOB_PREFIX}/{database}"
-
-
-def state_ref(table: str) -> TableRef:
-    return TableRef("ods_state", table, ("dt",))
 
 
 def bootstrap_position(jl, database: str) -> dict | None:
@@ -176,6 +174,7 @@ class _CrossedMidnight(RuntimeError):
 
 def _bootstrap_at(spark, store, jl, mysql, db, position, start, previous, clock, options) -> BootstrapResult:
     partition_rows, max_partitions, progress = options
+    _refuse_merged_days(store, db, start)
     with jl.run(job_name(db.name), _Day(start), run_id=None) as handle:
         with jl.step(handle, POSITION_STEP, source_type="mysql") as rec:
             rec.info(json.dumps(_position_record(position, start, previous), sort_keys=True))
@@ -189,11 +188,11 @@ def _bootstrap_at(spark, store, jl, mysql, db, position, start, previous, clock,
                 rec.info(f"{len(table.shards) or 'all'} shard(s), each read in {ranges} key range(s)")
                 replaced = _existing_rows(store, table.name, snapshot_day(start))
                 if replaced is not None:
-                    rec.info(f"replaces ods_state.{table.name} dt={snapshot_day(start)} ({replaced} rows)")
+                    rec.info(f"replaces ods.{table.name} {snapshot_day(start)} ({replaced} rows)")
                 rows = _snapshot_one(spark, store, mysql, db.name, table, position, start, ranges)
                 rec.source_count = rec.target_count = result.rows[table.name] = rows
             progress(
-                f"{db.name}.{table.name}: {rows} rows -> ods_state.{table.name} dt={snapshot_day(start)}"
+                f"{db.name}.{table.name}: {rows} rows -> ods.{table.name} VERSION AS OF '{snapshot_day(start)}'"
             )
         with jl.step(handle, DAY_CHECK_STEP, source_type="mysql") as rec:
             ended = _day_of(_read_clock(clock, mysql))
@@ -236,17 +235,33 @@ def _day_of(epoch_ms: int) -> str:
 
 
 def _existing_rows(store, table: str, day: str) -> int | None:
-    """The rows of the state partition `day` a snapshot is about to replace, or None when there is none."""
-    return store.partition_counts(state_ref(table)).get((day,))
+    """The live rows of the published state of `day` a snapshot is about to replace, or None when there is none."""
+    if day not in ods_store.published_days(store, table):
+        return None
+    return ods_store.read_version(store, table, day).count()
+
+
+def _refuse_merged_days(store, db: DatabaseConfig, start: str) -> None:
+    """A new starting state of `start` - 1 under days merged from the old one would leave them wrong: refused for
+    every table before anything is read or written (`write_state` refuses it too)."""
+    day = snapshot_day(start)
+    for table in db.tables:
+        later = [d for d in ods_store.published_days(store, table.name) if d > day]
+        if later:
+            raise BootstrapError(
+                f"ods.{table.name} has days merged after {day} ({', '.join(later)}): a new snapshot would leave "
+                f"them merged from the old one; roll ods.{table.name} back to {day} first (sharp-dagster table "
+                "rollback)"
+            )
 
 
 def _snapshot_one(spark, store, mysql, database, table: TableConfig, position, start, ranges: int) -> int:
     snap = snapshot_table(spark, mysql, database, table, position=position, num_partitions=ranges)
     df = snap.df if table.sharded else snap.df.drop(PHYSICAL_TABLE_COLUMN)
-    staged = store.write_partition(
-        state_ref(table.name), {"dt": snapshot_day(start)}, initial_state(df, position.binlog_seq)
-    )
-    return staged.row_count
+    shard = PHYSICAL_TABLE_COLUMN if table.sharded else None
+    keys = merge_key(table.primary_key, shard_column=shard, business_key=table.business_key)
+    state = initial_state(df, position.binlog_seq)
+    return write_state(store, table.name, snapshot_day(start), state, keys, shard)
 
 
 def _key_ranges(

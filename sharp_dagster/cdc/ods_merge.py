@@ -39,6 +39,7 @@ from sharp_dagster.cdc.merge_plan import MergePlan, delta_key_names
 from sharp_dagster.cdc.merge_result import DELETED_COLUMN, SEQ_COLUMN
 from sharp_dagster.cdc.merge_result import finalize as _finalize
 from sharp_dagster.cdc.ods_versions import day_tag, ods_ref, tombstones_ref
+from sharp_dagster.failpoints import failpoint
 from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.iceberg import IcebergTables
 
@@ -184,10 +185,16 @@ def write_state(
     shard_column: str | None = None,
 ) -> int:
     """Publish `state` (a bootstrap snapshot from `merge.initial_state`, or a migrated day: `merge_day`'s columns)
-    as day `day` of a table that has none yet: its live rows to `ods.<table>`, its tombstones to
-    `ods_state.<table>`, both tagged `day`. Returns the live rows written."""
-    if ods_store.exists(store, table) and ods_store.published_days(store, table):
-        raise ValueError(f"ods.{table} has published days already: write_state starts a table")
+    as day `day`, the first of the days merged after it: its live rows to `ods.<table>`, its tombstones to
+    `ods_state.<table>`, both tagged `day`. A bootstrap taken again (`cdc bootstrap --force`) replaces the state on
+    `main` (and `day`'s tag) when no later day is published; with later days it is refused (their states were
+    merged from the old snapshot: roll the table back first). Returns the live rows written."""
+    later = [d for d in ods_store.published_days(store, table) if d > day_tag(day)]
+    if later:
+        raise ValueError(
+            f"ods.{table} has published days after {day} ({', '.join(later)}): a new starting state of {day} "
+            f"would leave them merged from the old one; roll ods.{table} back to {day} first"
+        )
     columns = [
         (f.name, f.dataType.simpleString())
         for f in state.schema
@@ -201,11 +208,19 @@ def write_state(
     dead = rows.where(F.col(DELETED_COLUMN)).select(*[F.col(f"`{c}`") for c in dead_cols], SEQ_COLUMN)
     heads = []
     for ref, df in ((ods_ref(table), live), (tombstones_ref(table), dead)):
-        df.writeTo(store.name(ref)).append()
+        # The whole state: a bootstrap taken again replaces what `main` held.
+        df.writeTo(store.name(ref)).overwrite(F.lit(True))
         store._refresh(ref)
         heads.append(ods_store.ref_snapshot(store, ref, "main"))
+    tag = day_tag(day)
     for ref, head in zip(ods_store.both(table), heads, strict=True):
-        store._commit_refs(ref, lambda t, head=head: t.manageSnapshots().createTag(day_tag(day), head))
+
+        def retag(t, head=head):
+            manage = t.manageSnapshots()
+            return manage.replaceTag(tag, head) if t.refs().containsKey(tag) else manage.createTag(tag, head)
+
+        store._commit_refs(ref, retag)
+        store._refresh(ref)
     return live.count()
 
 
@@ -230,6 +245,8 @@ def stage_days(
     the first: a new day, a range, or a re-run of day D with every later published day after it. `changes_of(day)`
     gives a day's changes and events. Returns the staged days and the `main` head `publish_days` fences on."""
     expected_main = ods_store.cut(store, table, branch, predecessor(store, table, days[0]))
+    # The branch is cut, no day is merged onto it yet: where the fault tests kill a run mid-write.
+    failpoint("mid_write")
     staged = []
     for day in days:
         changes, events = changes_of(day)

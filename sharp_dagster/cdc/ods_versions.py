@@ -14,7 +14,7 @@ The one rule (issue 33), used by every writer and reader of ODS:
   a deleted row back. Same layout (current state, merge-on-read, one tag per published day, same tag names), so
   that a re-run of day D reads both tables at D's predecessor tag.
 - A day is staged on a branch `stage_<token>` of each table, audited there, then published: `main` fast-forwarded
-  to the branch, then the day's tag created at that snapshot (`ods_publish`).
+  to the branch, then the day's tag created at that snapshot (`ods_store.publish_days`).
 """
 
 from __future__ import annotations

@@ -13,13 +13,17 @@ UI, a backfill, a sensor or `sharp-dagster log rerun` (which launches Dagster ru
 4. **read / transform**: the asset's `compute(key, run)` records its steps and returns the partition's rows.
 5. **stage**: the rows are written to an Iceberg branch `stage_<partition>_<attempt>` of the table; `main`, which
    every reader reads, does not change (`spark/wap.py`). Branches left by killed attempts of the same partition
-   are dropped first. A run may stage several tables (the ODS merge stages `ods_state` and `ods`).
+   are dropped first. An ODS merge stages its day itself (`cdc/ods_stage.py`): the day merged onto the branch
+   `stage_<partition>_<attempt>` of `ods.<table>` and `ods_state.<table>`, cut at the previous day's tag, and, when
+   later days are published already (a re-run), every later day re-merged after it on the same branch.
 6. **strong rules**: all rules of the partition run in one scan of the staged rows (`rules.py`); a failed strong
    rule drops the branches, records FAILURE and alerts: nothing was published.
 7. **fence**: `JobLog.assert_current` checks, in the transaction that records the publish time, that the claim is
    still held with this run's token. A stale run (paused past the claim timeout and taken over) stops here.
 8. **publish**: each staged partition is cherry-picked onto `main` (one metadata commit per table, no copy); the
    snapshot's summary carries the token, attempt, job id, partition and run id (`sharp-dagster table history`).
+   An ODS day is published by reference commits only: `main` of both tables fast-forwarded to the branch (or
+   replaced, for a re-run), fenced on `main`'s head when the branch was cut, and each staged day tagged.
 9. **SUCCESS** is recorded (it releases the claim); then the **weak rules** are reported and alerted.
 
 The window left after the fence: a run that passed the fence and then froze before its table commit can still
@@ -43,6 +47,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dagster import AssetMaterialization, Failure, MaterializeResult, MetadataValue, TableColumn, TableSchema
+from pyspark.sql import DataFrame
 
 from sharp_dagster.joblog import SUCCESS, Period
 from sharp_dagster.logdriven import REFRESH_TAG, job_log_or_fail
@@ -53,7 +58,7 @@ from sharp_dagster.publish.run import AssetPublish, PartitionRun
 from sharp_dagster.redact import scrub_text
 from sharp_dagster.spark.iceberg import IcebergTables
 
-# The most periods one batch holds (an ODS merge's batch keeps every day's state until its write): a longer range
+# The most periods one batch holds (an ODS merge's batch keeps every day's changes until its write): a longer range
 # goes as several batches in order.
 BATCH_MAX_PERIODS = 31
 
@@ -138,8 +143,8 @@ def _one_period(
     app_id = context.resources.spark.session().sparkContext.applicationId
     run = PartitionRun.begin(context, asset.log_asset, period, tables, application_id=app_id)
     try:
-        df = asset.compute(key, run)
-        staged = run.stage(asset.target, run.values, df)
+        out = asset.compute(key, run)
+        staged = run.stage(asset.target, run.values, out) if isinstance(out, DataFrame) else run.adopt(out)
         results = evaluate(run, tables, staged, asset.rules, asset.grain, asset.grains) if asset.rules else []
     except BaseException as exc:
         run.fail(exc)
@@ -151,8 +156,8 @@ def _one_period(
         run.fail(exc)
         raise as_failure(exc, f"{asset.job_name} [{key}]") from None
     yield from weak_report(context, run, results, report=single)
-    context.log.info(f"{asset.job_name} [{key}]: {staged.row_count} rows published")
-    return staged.row_count, results, df.schema
+    context.log.info(f"{asset.job_name} [{key}]: {staged.row_count} rows published ({staged.label})")
+    return staged.row_count, results, out.schema
 
 
 def _metadata(

@@ -9,22 +9,21 @@ one period at a time pays its fixed costs (branch cut, write, snapshot commits, 
    RUNNING (`check_ordered(held=...)`); any other run's claim or a failed/never-run period still blocks.
 2. **compute** each period's rows (its rendered SQL, as a single run), then **stage** them all in one Iceberg write
    on one branch (`IcebergTables.stage_range`: a dynamic partition overwrite; a period with no rows replaces its
-   partition with nothing). Rows per period come from the written files' metadata. A table a period stages beside
-   the target (an ODS merge's state: `PartitionRun.stage_beside`) is kept checkpointed in the batch (`RangeBatch`),
-   where the next period reads it (the next day's merge starts from it), then staged the same way, one write.
+   partition with nothing). Rows per period come from the written files' metadata. An asset that stages its
+   periods itself (`AssetPublish.stage_range`: an ODS merge) does it instead: the batch's days merged one after
+   the other on one branch (`cdc/ods_stage.py`), each period's part being its day's snapshot.
 3. **strong rules** per period against the branch (each period's rows, its own context and `dqc_result` rows;
-   the single-table rules of all periods in one grouped scan: `rules.evaluate_range`).
+   the single-table rules of all periods in one grouped scan: `rules.evaluate_range`; an ODS day's rules against
+   its day's snapshot).
 4. **fence** every token in one job-log transaction (`JobLog.assert_current_all`), **publish** the staged range in
-   one commit per table (the tables beside the target first), mark every period SUCCESS, then report the weak
-   rules.
+   one commit (an ODS batch: one fenced move of `main` and one tag per day), mark every period SUCCESS, then report
+   the weak rules.
 
 Any failure before the publish (a strong rule, a SQL error, a refused claim or gate, a lost claim, a stale publish)
 drops the branch (nothing was published), withdraws the batch's claims (`JobLog.withdraw`: as if never claimed)
 and returns None: the caller then runs the range one period at a time, which publishes the periods before the bad
 one, records the bad one FAILURE naming its error, and never runs the later ones: exactly a sequential run's
 outcome. An interrupt (not an `Exception`) records FAILURE on every claimed period instead, as a single run does.
-(One corner, as in a single run: when the target's commit is refused after a table beside it was committed, that
-table's range stays on `main`; it holds no published rows of the target and the next run replaces it.)
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from sharp_dagster.joblog import Period
 from sharp_dagster.lineage import openlineage
 from sharp_dagster.publish.failures import as_failure, error_text
 from sharp_dagster.publish.rules import evaluate_range, weak_report
-from sharp_dagster.publish.run import AssetPublish, PartitionRun, RangeBatch, dead_branches
+from sharp_dagster.publish.run import AssetPublish, PartitionRun, dead_branches
 from sharp_dagster.redact import scrub_text
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import TableRef
@@ -61,7 +60,7 @@ def materialize_range(
     app_id = context.resources.spark.session().sparkContext.applicationId
     runs: list[PartitionRun] = []
     branch: str | None = None
-    batch = RangeBatch([period.partition_key for period in periods])
+    staged = None
     target = asset.target
     try:
         frames = []
@@ -71,27 +70,29 @@ def materialize_range(
                 run = PartitionRun.begin(
                     context, asset.log_asset, period, tables, application_id=app_id, held=held, in_batch=True
                 )
-                run.batch = batch
                 runs.append(run)
                 held[run.handle.range_start] = str(run.run_id)
-                frames.append((run.values, asset.compute(run.key, run), str(run.handle.token)))
+                if asset.stage_range is None:
+                    frames.append((run.values, asset.compute(run.key, run), str(run.handle.token)))
         branch = branch_name(f"{runs[0].key}_{runs[-1].key}_{runs[0].handle.token}_{len(runs)}")
-        beside = [_stage_beside(runs, ref, parts, tables, branch) for ref, parts in batch.tables()]
-        staged = _stage(runs, target, frames, tables, branch)
+        if asset.stage_range is not None:
+            staged = asset.stage_range(runs, branch)
+        else:
+            staged = _stage(runs, target, frames, tables, branch)
         results = _audit(runs, staged, tables, asset)
         failpoint("after_audit", quiet=runs[-1]._beat.between_beats())
-        _publish(runs, [*beside, (staged, runs)], tables)
+        _publish(runs, staged, tables)
     except Exception as exc:  # nothing is published: withdraw, and let the caller run the periods one by one
-        _abandon(context, asset, runs, [target, *batch.refs()], branch, tables, exc)
+        _abandon(context, asset, runs, staged, branch, tables, exc)
         return None
     except BaseException as exc:  # an interrupt: every claimed period ends FAILURE, as a single run's would
-        for ref in [target, *batch.refs()]:
-            _discard(tables, ref, branch)
+        _discard(tables, target, staged, branch)
         for run in runs:
             run.fail(exc)
         raise
     failpoint("after_publish", quiet=runs[-1]._beat.between_beats())
-    return _finish(context, runs, staged, results, frames)
+    schema = frames[-1][1].schema if frames else staged.parts[-1].schema
+    return _finish(context, runs, staged, results, schema)
 
 
 def _stage(
@@ -102,7 +103,7 @@ def _stage(
         recs = [
             steps.enter_context(run.step("write", source_type="spark", target_type="iceberg")) for run in runs
         ]
-        _drop_orphans(tables, target, runs, branch, recs[0])
+        drop_orphans(tables, target, runs, branch, recs[0])
         staged = tables.stage_range(target, frames, branch=branch, properties=_properties(runs))
         for run, rec, part, (_, df, _) in zip(runs, recs, staged.parts, frames, strict=True):
             run.output_fields = openlineage.schema_fields(df)  # the written schema, for the COMPLETE event
@@ -115,29 +116,8 @@ def _stage(
     return staged
 
 
-def _stage_beside(
-    runs: list[PartitionRun], ref: TableRef, parts: list, tables: IcebergTables, branch: str
-) -> tuple[StagedRange, list[PartitionRun]]:
-    """A second table's partitions of the batch (`RangeBatch`) in ONE write on its own branch of the same name,
-    each period's step (`state` for an ODS merge) recording its rows."""
-    with ExitStack() as steps:
-        recs = [
-            steps.enter_context(run.step(step_id, source_type="spark", target_type="iceberg"))
-            for run, _, _, step_id in parts
-        ]
-        _drop_orphans(tables, ref, runs, branch, recs[0])
-        frames = [(values, df, str(run.handle.token)) for run, values, df, _ in parts]
-        staged = tables.stage_range(ref, frames, branch=branch, properties=_properties(runs))
-        for rec, part in zip(recs, staged.parts, strict=True):
-            rec.target_count = rec.success_count = part.row_count
-            rec.info(
-                f"staged {part.row_count} rows for {ref.qualified} {part.values_dict} on {branch} "
-                f"(one write of {len(parts)} partitions)"
-            )
-    return staged, [run for run, _, _, _ in parts]
-
-
-def _drop_orphans(tables: IcebergTables, ref: TableRef, runs: list[PartitionRun], branch: str, rec) -> None:
+def drop_orphans(tables: IcebergTables, ref: TableRef, runs: list[PartitionRun], branch: str, rec) -> None:
+    """Drop the staging branches of `ref` the batch's claims prove dead, saying so in `rec`."""
     orphans = dead_branches(tables, ref, runs, branch)
     if orphans:
         tables.drop_branches(ref, orphans)
@@ -158,9 +138,7 @@ def _properties(runs: list[PartitionRun]) -> dict[str, str]:
     }
 
 
-def _audit(
-    runs: list[PartitionRun], staged: StagedRange, tables: IcebergTables, asset: AssetPublish
-) -> list[list]:
+def _audit(runs: list[PartitionRun], staged, tables: IcebergTables, asset: AssetPublish) -> list[list]:
     """Every period's rules against its rows on the branch, oldest first (`rules.evaluate_range`: one grouped
     scan); `BatchAbandoned` at the first period whose strong rules fail (the sequential run then records it)."""
     if not asset.rules:
@@ -174,27 +152,21 @@ def _audit(
     return out
 
 
-def _publish(
-    runs: list[PartitionRun], ranges: list[tuple[StagedRange, list[PartitionRun]]], tables: IcebergTables
-) -> None:
-    """Fence every period's token in one transaction, then put the whole range on `main`: one commit per table,
-    the tables staged beside the target first (as a single run publishes them in the order it staged them)."""
-    by_key = {run.key: i for i, run in enumerate(runs)}
+def _publish(runs: list[PartitionRun], staged, tables: IcebergTables) -> None:
+    """Fence every period's token in one transaction, then put the whole range on `main` in one commit (a
+    `StagedRange`'s cherry-pick, an ODS batch's fenced move of `main` and day tags)."""
     with ExitStack() as steps:
         recs = [steps.enter_context(run.step("publish", target_type="iceberg")) for run in runs]
         runs[0].job_log.assert_current_all([run.handle for run in runs])
-        for staged, owners in ranges:
-            snapshot = tables.publish_range(staged)
-            for run, part in zip(owners, staged.parts, strict=True):
-                rec = recs[by_key[run.key]]
-                rec.target_count = (rec.target_count or 0) + part.row_count
-                rec.info(
-                    f"published {staged.ref.qualified} {part.values_dict} as snapshot {snapshot} "
-                    f"(one commit of {len(staged.parts)} partitions)"
-                )
+        snapshot = staged.publish(tables)
+        for rec, part in zip(recs, staged.parts, strict=True):
+            rec.target_count = part.row_count
+            rec.info(
+                f"published {part.label} as snapshot {snapshot} (one commit of {len(staged.parts)} partitions)"
+            )
 
 
-def _finish(context, runs, staged: StagedRange, results: list[list], frames) -> tuple:
+def _finish(context, runs, staged, results: list[list], schema) -> tuple:
     """SUCCESS for every period (the range is on `main`: no fallback past this point), then the weak rules."""
     errors = []
     for run in runs:
@@ -213,26 +185,23 @@ def _finish(context, runs, staged: StagedRange, results: list[list], frames) -> 
             pass  # a range run reports its last period's checks once, at the end (`materialize_partitions`)
         done.append((run.key, part.row_count))
         context.log.info(f"{run.asset.job_name} [{run.key}]: {part.row_count} rows published")
-    return done, results[-1], frames[-1][1].schema
+    return done, results[-1], schema
 
 
-def _discard(tables: IcebergTables, ref: TableRef, branch: str | None) -> None:
-    """Drop the batch's branch if it was cut (a failed write may have left it without a `StagedRange`)."""
-    if branch is None:
-        return
+def _discard(tables: IcebergTables, target: TableRef, staged, branch: str | None) -> None:
+    """Drop what the batch staged, or its branch of the target if it was cut before anything was staged."""
     try:
-        if tables.exists(ref):
-            tables.drop_branches(ref, [branch])
+        if staged is not None:
+            staged.discard(tables)
+        elif branch is not None and tables.exists(target):
+            tables.drop_branches(target, [branch])
     except Exception:  # the next run of the table drops it as an orphan
-        log.warning("could not drop staging branch %s of %s", branch, ref.qualified)
+        log.warning("could not drop staging branch %s of %s", branch, target.qualified)
 
 
-def _abandon(
-    context, asset: AssetPublish, runs, refs: list[TableRef], branch: str | None, tables, exc
-) -> None:
-    """Drop the branch of every table and withdraw every claim of the batch; say why in the run's log."""
-    for ref in refs:
-        _discard(tables, ref, branch)
+def _abandon(context, asset: AssetPublish, runs, staged, branch: str | None, tables, exc) -> None:
+    """Drop the batch's branch and withdraw every claim of the batch; say why in the run's log."""
+    _discard(tables, asset.target, staged, branch)
     for run in runs:
         run.withdraw()
     reason = exc if isinstance(exc, BatchAbandoned) else scrub_text(error_text(exc))

@@ -20,11 +20,10 @@ from sharp_dagster.dqc.runner import BlockingFailure, RuleRunner, alert_failures
 from sharp_dagster.dqc.store import DqcStore
 from sharp_dagster.naming import parts
 from sharp_dagster.periods import PARTITION_COLUMNS
-from sharp_dagster.publish.run import PartitionRun
+from sharp_dagster.publish.run import PartitionRun, Staged
 from sharp_dagster.redact import scrub_text
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import TableRef
-from sharp_dagster.spark.wap import StagedPartition
 from sharp_dagster.spark.wap_range import StagedRange
 from sharp_dagster.warehouse.variables import window_variables
 
@@ -41,18 +40,19 @@ def _register_other_tables(store: IcebergTables, rules: list[Rule], grains: Mapp
 def evaluate(
     run: PartitionRun,
     store: IcebergTables,
-    staged: StagedPartition,
+    staged: Staged,
     rules: Sequence[Rule],
     grain: str,
     grains: Mapping[str, str],
 ) -> list[RuleResult]:
-    """All rules of one staged partition in one scan, recorded as the job log's `checks` step and in dqc_result."""
+    """All rules of one staged partition (or ODS day: its whole state at its snapshot) in one scan, recorded as the
+    job log's `checks` step and in dqc_result."""
     key = run.handle.partition_key
     ctx = _rule_context(run, staged, grain)
     with run.step("checks", source_type="spark") as rec:
         _register_other_tables(store, rules, grains)
         runner = RuleRunner(store.spark, store=DqcStore(run.job_log.engine))
-        results = runner.run(run.asset.job_name, key, store.read_staged(staged), rules, ctx)
+        results = runner.run(run.asset.job_name, key, staged.read(store), rules, ctx)
         _record(rec, staged, results)
     return results
 
@@ -60,14 +60,22 @@ def evaluate(
 def evaluate_range(
     runs: Sequence[PartitionRun],
     store: IcebergTables,
-    staged: StagedRange,
+    staged: Any,
     rules: Sequence[Rule],
     grain: str,
     grains: Mapping[str, str],
 ) -> list[list[RuleResult]]:
     """`evaluate` for every period of a staged range (`runs[i]` staged `staged.parts[i]`), oldest first, each its
-    own `checks` step and `dqc_result` rows; the single-table rules of all periods in one grouped scan. Stops after
-    the first period whose strong rules fail: fewer lists than runs come back then."""
+    own `checks` step and `dqc_result` rows; the single-table rules of all periods of a `StagedRange` in one
+    grouped scan (an ODS batch's days are snapshots of one table, not partitions: one scan each). Stops after the
+    first period whose strong rules fail: fewer lists than runs come back then."""
+    if not isinstance(staged, StagedRange):
+        results = []
+        for run, part in zip(runs, staged.parts, strict=True):
+            results.append(evaluate(run, store, part, rules, grain, grains))
+            if blocking_failures(results[-1]):
+                break
+        return results
     with ExitStack() as steps:
         recs = [steps.enter_context(run.step("checks", source_type="spark")) for run in runs]
         _register_other_tables(store, rules, grains)
@@ -91,7 +99,7 @@ def evaluate_range(
     return results
 
 
-def _rule_context(run: PartitionRun, staged: StagedPartition, grain: str) -> RuleContext:
+def _rule_context(run: PartitionRun, staged: Staged, grain: str) -> RuleContext:
     key = run.handle.partition_key
     variables = window_variables(key, grain)
     return RuleContext(
@@ -105,7 +113,7 @@ def _rule_context(run: PartitionRun, staged: StagedPartition, grain: str) -> Rul
     )
 
 
-def _record(rec: Any, staged: StagedPartition, results: list[RuleResult]) -> None:
+def _record(rec: Any, staged: Staged, results: list[RuleResult]) -> None:
     """The `checks` step's counts and one line per rule."""
     rec.source_count = staged.row_count
     rec.success_count = sum(1 for r in results if r.passed)

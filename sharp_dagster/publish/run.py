@@ -1,6 +1,10 @@
-"""One claimed period of one log-driven asset (`PartitionRun`): check, claim, gate, stage, fence, publish, finish;
-and the range batch its periods may share (`RangeBatch`). The order of the steps and what each guarantees is told
-in this package's `materialize.py`; a range of periods as one batch in `range.py`.
+"""One claimed period of one log-driven asset (`PartitionRun`): check, claim, gate, stage, fence, publish, finish.
+The order of the steps and what each guarantees is told in this package's `materialize.py`; a range of periods as
+one batch in `range.py`.
+
+What a run stages is a `Staged`: a table partition on a branch (`spark/wap.StagedPartition`) or an ODS table's
+days on a branch (`cdc/ods_stage.StagedOdsDay`). The lifecycle only reads it (the rules), publishes it and
+discards it, so both go through the same steps.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from dagster import Failure
 from pyspark.sql import DataFrame
@@ -36,7 +40,6 @@ from sharp_dagster.logdriven import PROJECT_NAME, alert_attempt_failure, job_log
 from sharp_dagster.periods import period_values
 from sharp_dagster.publish.failures import error_text
 from sharp_dagster.redact import scrub_text
-from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.spark.wap import STAGE_PREFIX, StagedPartition, StalePublishError, branch_name
@@ -48,14 +51,31 @@ log = logging.getLogger(__name__)
 # publishes within minutes); the next run of the table drops it.
 ORPHAN_AGE_S = 24 * 3600
 
-# compute(key, run) -> the partition's rows (it records its own read/transform steps and may stage extra tables).
-Compute = Callable[[str, "PartitionRun"], DataFrame]
+
+class Staged(Protocol):
+    """What a run stages, as the lifecycle handles it: the rules read it, then it is published or discarded."""
+
+    row_count: int
+
+    @property
+    def label(self) -> str: ...
+
+    def read(self, tables: IcebergTables) -> DataFrame: ...
+
+    def publish(self, tables: IcebergTables) -> int: ...
+
+    def discard(self, tables: IcebergTables) -> None: ...
+
+
+# compute(key, run) -> the partition's rows, which the lifecycle stages on the run's branch; or what the compute
+# staged itself (an ODS merge's days: `Staged`). It records its own read/transform steps.
+Compute = Callable[[str, "PartitionRun"], "DataFrame | Staged"]
 
 
 @dataclass(frozen=True)
 class AssetPublish:
     """What an asset's factory hands the publishing: the table a partition is written to, its grain, its job-log
-    view, how its rows are computed, its rules and the grains of the tables those rules may read."""
+    view, how its rows are computed (or staged), its rules and the grains of the tables those rules may read."""
 
     target: TableRef
     grain: str
@@ -63,6 +83,9 @@ class AssetPublish:
     compute: Compute
     rules: Sequence[Rule] = ()
     grains: dict[str, str] = field(default_factory=dict)
+    # A range batch's staging when the asset stages its periods itself (an ODS merge): (the batch's claimed runs,
+    # its branch) -> what it staged, with one `Staged` per run in `.parts`, published and discarded as one.
+    stage_range: Callable[[list[PartitionRun], str], Any] | None = None
 
     @property
     def job_name(self) -> str:
@@ -91,11 +114,10 @@ class PartitionRun:
         self.tables = tables
         self.source_count: int | None = None
         self.finished = False
-        self.staged: list[StagedPartition] = []
+        self.staged: list[Staged] = []
         self.lineage_run_id = openlineage.new_run_id()  # the OpenLineage run id of this attempt
         self._window: tuple[datetime, datetime] | None = None  # the nominal window of its lineage events
         self.output_fields: list[tuple[str, str]] | None = None
-        self.batch: RangeBatch | None = None  # the range batch this period belongs to, if any
         self._beat = Heartbeat(jl, handle, heartbeat_interval_s()).start()
 
     # ------------------------------------------------------------------ check, claim, gate
@@ -220,31 +242,10 @@ class PartitionRun:
             rec.info(f"staged {staged.row_count} rows for {ref.qualified} {values} on {staged.branch}")
         return staged
 
-    def stage_beside(
-        self, ref: TableRef, values: dict[str, str], df: DataFrame, step_id: str, checkpointed: bool = False
-    ) -> DataFrame:
-        """A second table's partition (an ODS merge's state) staged beside the target and published with it;
-        returns its rows as staged, without the partition columns. In a range batch the rows are kept
-        (checkpointed, unless `checkpointed` says `df` reads a checkpoint already) and written with the batch's
-        other periods in one write (`RangeBatch`)."""
-        if self.batch is not None:
-            return self.batch.add(self, ref, values, df, step_id, checkpointed)
-        staged = self.stage(ref, values, df, step_id=step_id)
-        return self.tables.read_staged(staged).drop(*ref.partition_cols)
-
-    def batch_shared(self, name: Any, build: Callable[[list[str]], Any]) -> Any:
-        """What the periods of this run's range batch compute once for all of them (an ODS merge's fold of the
-        range): `build(the batch's keys, oldest first)` at the first period that asks, its result for every later
-        one; None outside a batch of two or more periods."""
-        batch = self.batch
-        if batch is None or len(batch.keys) < 2:
-            return None
-        return batch.shared(name, lambda: build(list(batch.keys)))
-
-    def staged_beside(self, ref: TableRef, values: dict[str, str]) -> DataFrame | None:
-        """The rows an earlier period of this range batch staged for `ref` at `values` (the previous day's state
-        of an ODS merge, not published yet), or None."""
-        return self.batch.rows(ref, values) if self.batch is not None else None
+    def adopt(self, staged: Staged) -> Staged:
+        """What the compute staged itself (an ODS merge's days), published or discarded with the run."""
+        self.staged.append(staged)
+        return staged
 
     @property
     def values(self) -> dict[str, str]:
@@ -255,15 +256,16 @@ class PartitionRun:
         """Drop every branch this run staged (nothing of it reaches `main`)."""
         for staged in self.staged:
             try:
-                self.tables.discard(staged)
+                staged.discard(self.tables)
             except Exception:  # the next run of the partition drops it as an orphan
-                log.warning("could not drop staging branch %s of %s", staged.branch, staged.ref.qualified)
+                log.warning("could not drop the staging branch of %s", staged.label)
         self.staged = []
 
     # ------------------------------------------------------------------ fence, publish, finish
     def publish(self) -> None:
-        """Fence, then put every staged partition on `main`, then SUCCESS. Raises Failure (FAILURE recorded) when
-        the claim was lost or the table changed under a stale run; nothing of this run is then published."""
+        """Fence, then put everything staged on `main`, then SUCCESS. Raises Failure (FAILURE recorded) when the
+        claim was lost or the table changed under a stale run (`StalePublishError`, also an ODS table's `main`
+        fence); nothing of this run is then published."""
         failpoint("after_audit", quiet=self._beat.between_beats())
         with self.step("publish", target_type="iceberg") as rec:
             try:
@@ -274,12 +276,12 @@ class PartitionRun:
                 raise Failure(description=scrub_text(f"{self._label()} not published: {exc}")) from None
             for staged in list(self.staged):
                 try:
-                    snapshot = self.tables.publish(staged)
+                    snapshot = staged.publish(self.tables)
                 except StalePublishError as exc:
                     self.discard()
                     raise Failure(description=scrub_text(f"{self._label()} not published: {exc}")) from None
                 self.staged.remove(staged)
-                rec.info(f"published {staged.ref.qualified} {staged.values_dict} as snapshot {snapshot}")
+                rec.info(f"published {staged.label} as snapshot {snapshot}")
                 rec.target_count = (rec.target_count or 0) + staged.row_count
         failpoint("after_publish", quiet=self._beat.between_beats())
         self.succeed()
@@ -346,50 +348,3 @@ def dead_branches(tables: IcebergTables, ref: TableRef, runs: Sequence[Partition
         and name.startswith(STAGE_PREFIX)
         and (name.startswith(prefixes) or now_ms - ts >= ORPHAN_AGE_S * 1000)
     ]
-
-
-# A period's partition of a table staged beside the target: (its run, partition values, rows, step id).
-BatchPart = tuple[PartitionRun, dict[str, str], DataFrame, str]
-
-
-class RangeBatch:
-    """The partitions of second tables a batch's periods stage beside the target (`PartitionRun.stage_beside`: an
-    ODS merge's state). Each is checkpointed when added, so a later period reads an earlier one's rows before
-    anything is written (the next day's merge starts from this day's state); all of one table are then staged in
-    one write on the batch's branch of that table and published with the target, under the same fence."""
-
-    def __init__(self, keys: list[str]) -> None:
-        self.keys = list(keys)  # the batch's periods, oldest first
-        self._parts: dict[TableRef, list[BatchPart]] = {}
-        self._shared: dict[Any, Any] = {}
-
-    def add(
-        self,
-        run: PartitionRun,
-        ref: TableRef,
-        values: dict[str, str],
-        df: DataFrame,
-        step_id: str,
-        checkpointed: bool = False,
-    ):
-        """Keep `df` as the period's partition of `ref`; checkpointed here unless it reads a checkpoint already."""
-        rows = df if checkpointed else checkpoint(df)
-        self._parts.setdefault(ref, []).append((run, dict(values), rows, step_id))
-        return rows
-
-    def shared(self, name: Any, build):
-        """What the batch's periods compute once for all of them (an ODS merge's range of states): `build()` at
-        the first period that asks, its result for every later one."""
-        if name not in self._shared:
-            self._shared[name] = build()
-        return self._shared[name]
-
-    def rows(self, ref: TableRef, values: dict[str, str]) -> DataFrame | None:
-        wanted = dict(values)
-        return next((df for _, v, df, _ in self._parts.get(ref, []) if v == wanted), None)
-
-    def tables(self) -> list[tuple[TableRef, list[BatchPart]]]:
-        return list(self._parts.items())
-
-    def refs(self) -> list[TableRef]:
-        return list(self._parts)

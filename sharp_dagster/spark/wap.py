@@ -69,6 +69,20 @@ class StagedPartition:
     def values_dict(self) -> dict[str, str]:
         return dict(self.values)
 
+    # What the publish lifecycle calls on anything it staged (an ODS table's days answer the same: `ods_stage`).
+    @property
+    def label(self) -> str:
+        return f"{self.ref.qualified} {self.values_dict}"
+
+    def read(self, tables: WriteAuditPublish) -> DataFrame:
+        return tables.read_staged(self)
+
+    def publish(self, tables: WriteAuditPublish) -> int:
+        return tables.publish(self)
+
+    def discard(self, tables: WriteAuditPublish) -> None:
+        tables.discard(self)
+
 
 def _plain_properties(ref: TableRef, properties: Mapping[str, str] | None) -> dict[str, str]:
     """The extra snapshot properties, each key checked to be plain (it becomes `sharp.<key>`)."""

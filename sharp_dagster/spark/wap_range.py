@@ -48,6 +48,13 @@ class StagedRange:
     def row_count(self) -> int:
         return sum(p.row_count for p in self.parts)
 
+    # What the publish lifecycle calls on a batch it staged (an ODS table's days answer the same: `ods_stage`).
+    def publish(self, tables: RangeStage) -> int:
+        return tables.publish_range(self)
+
+    def discard(self, tables: RangeStage) -> None:
+        tables.drop_branches(self.ref, [self.branch])
+
 
 class RangeStage(WriteAuditPublish):
     """`stage_range`, `read_staged_range`, `publish_range` (a range's branch is dropped like any: `drop_branches`)."""

@@ -1,9 +1,9 @@
 """The project's CDC layout, without Dagster: which source config, which assets, tables and lineage edges.
 
 One YAML per source under `warehouse/cdc/`. For each database: an hourly landing asset `original_binlog/<db>`
-(raw table `original_binlog.<db>`), and for each logical table a daily merge asset `ods/<table>` whose state (with
-tombstones) is `ods_state.<table>` and whose published rows are `ods.<table>`. The state of the day before the
-asset's start is the bootstrap snapshot. A source's start is its YAML's `start:` (written by `cdc bootstrap` on
+(raw table `original_binlog.<db>`), and for each logical table a daily merge asset `ods/<table>` whose current
+state is `ods.<table>` (each published day its tag, `cdc/ods_versions.py`) with its tombstones in
+`ods_state.<table>`. The tag of the day before the asset's start is the bootstrap snapshot. A source's start is its YAML's `start:` (written by `cdc bootstrap` on
 the day of its snapshot, so a capture started today merges today), else the warehouse's `DEFAULT_START`.
 """
 
@@ -88,7 +88,7 @@ def landing_assets() -> list[tuple[SourceConfig, str, str]]:
 
 
 def bootstrap_day(start: str = START) -> str:
-    """The state partition holding the snapshot: the day before the first merged day."""
+    """The day whose tag holds the bootstrap snapshot: the day before the first merged day."""
     return snapshot_day(start)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import runpy
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,12 +22,13 @@ from dagster import AssetKey, DagsterInstance, materialize
 from pyspark.sql import functions as F
 
 from sharp_dagster.assets.cdc_assets import KAFKA_ENV
+from sharp_dagster.cdc import ods_store
 from sharp_dagster.cdc.bootstrap import bootstrap_source
 from sharp_dagster.cdc.collector import Collector, CollectStats
+from sharp_dagster.cdc.merge_result import SEQ_COLUMN
 from sharp_dagster.logdriven import job_log
 from sharp_dagster.settings import Settings
 from sharp_dagster.spark.iceberg import warehouse_tables
-from sharp_dagster.spark.tables import TableRef
 from sharp_dagster_tests.cdc.oracle_source import TableContent, sort_rows
 from sharp_dagster_tests.cdc_support import QUIET
 
@@ -150,23 +151,21 @@ class Warehouse:
 
     def compare(self, states: dict[str, dict[str, TableContent]], label: str) -> list[str]:
         """Differences between the ODS of every table on each day of `states` (day -> table -> the source's content
-        at the day's end) and the source; one read per table."""
+        at the day's end) and the source; each day read at its tag (`ods.<t> VERSION AS OF '<day>'`)."""
         problems = []
         with self.env():
             store = self.store()
             for table in next(iter(states.values())):
-                ref = TableRef("ods", table, ("dt",))
-                present = sorted({p["dt"] for p in store.list_partitions(ref)} & set(states))
-                columns: list[str] = []
-                by_day: dict[str, list[dict]] = defaultdict(list)
-                if present:
-                    df = store.read_partitions(ref, [{"dt": d} for d in present])
-                    columns = [c for c in df.columns if c != "dt"]
-                    text = [F.col(f"`{c}`").cast("string") for c in columns]
-                    for r in df.select("dt", *text).collect():
-                        by_day[r[0]].append(dict(zip(columns, r[1:], strict=True)))
+                present = set(ods_store.published_days(store, table))
                 for day, expected in states.items():
-                    problem = ods_difference(day in present, columns, by_day[day], expected[table])
+                    columns: list[str] = []
+                    rows: list[dict] = []
+                    if day in present:
+                        df = ods_store.read_version(store, table, day).drop(SEQ_COLUMN)
+                        columns = list(df.columns)
+                        text = [F.col(f"`{c}`").cast("string") for c in columns]
+                        rows = [dict(zip(columns, r, strict=True)) for r in df.select(*text).collect()]
+                    problem = ods_difference(day in present, columns, rows, expected[table])
                     if problem:
                         problems.append(f"{label} {day} ods.{table}: {problem}")
         return problems
@@ -179,11 +178,11 @@ def ods_difference(present: bool, columns: list[str], ods: list[dict], expected:
     """Why a day's ODS rows (`columns`, each row's values as text) differ from `expected`, or None."""
     source_columns, rows = expected
     if not present:
-        return "no partition" if rows else None
+        return "no tag of the day" if rows else None
     missing = sorted(set(source_columns) - set(columns))
     if missing:
         return f"columns {missing} missing (ODS has {columns})"
-    # A column added at the source after the day is in the table's schema, NULL in the day's rows.
+    # A day's tag reads with its snapshot's schema; a column the source did not have yet must be NULL anyway.
     later = [c for c in columns if c not in source_columns]
     if any(r[c] is not None for r in ods for c in later):
         return f"values in columns the source did not have yet: {later}"

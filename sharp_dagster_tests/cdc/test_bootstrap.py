@@ -14,7 +14,8 @@ import yaml
 from pyspark.sql import functions as F
 
 from sharp_dagster.assets.cdc_assets import state_columns
-from sharp_dagster.cdc.bootstrap import bootstrap_position, bootstrap_source, job_name, state_ref
+from sharp_dagster.cdc import ods_stage, ods_store
+from sharp_dagster.cdc.bootstrap import bootstrap_position, bootstrap_source, job_name
 from sharp_dagster.cdc.change_source import day_changes
 from sharp_dagster.cdc.config import load_source_config, source_config_from_dict
 from sharp_dagster.cdc.done_markers import day_complete, write_done_markers
@@ -118,8 +119,9 @@ def test_init_bootstrap_then_the_pipeline_reproduces_the_source(
     assert position["start"] == start and position["gtid"] == cdc.gtid_pos()
     tables = {t.name: t for t in source.databases[0].tables}
     for name, table in tables.items():
-        state = table_store.read_partitions(state_ref(name), [{"dt": bootstrap_day(start)}])
-        assert ods_rows(published(state.drop("dt")), table) == source_rows(cdc.mariadb, db, table), name
+        assert ods_store.published_days(table_store, name) == [bootstrap_day(start)], name
+        state = ods_store.state_at(table_store, name, bootstrap_day(start))
+        assert ods_rows(published(state), table) == source_rows(cdc.mariadb, db, table), name
         assert (SHARD_COLUMN in state.columns) == table.sharded
     steps = {s.step_id: s for s in run.steps}
     assert steps["snapshot/user_info"].target_count == 12
@@ -173,25 +175,47 @@ def test_init_bootstrap_then_the_pipeline_reproduces_the_source(
     write_done_markers(table_store.warehouse_dir, db, landed.low_watermark_ms, source.lateness_minutes, since)
     assert day_complete(table_store.warehouse_dir, db, start)
 
-    # The daily merge of the start day, as the ODS asset runs it, gives the source at the end of the day.
+    # The daily merge of the start day, staged and published as the ODS asset does it, gives the source at the
+    # end of the day (the day's tag).
     for name, table in tables.items():
         t = OdsTable(db, table, source)
-        base = table_store.read_partitions(state_ref(name), [{"dt": bootstrap_day(start)}]).drop("dt")
         changes, _, events = day_changes(table_store, raw_table_ref(db), t.database, t.name, start)
-        state = merge_day(base, changes, t.key_columns(), shard_column=t.shard_column, events=events)
-        assert ods_rows(published(state), table) == source_rows(cdc.mariadb, db, table), name
+        branch = f"stage_{start.replace('-', '_')}_1"
+        staged = ods_stage.stage(
+            table_store,
+            name,
+            branch,
+            ([start], []),
+            lambda _day, pair=(changes, events): pair,
+            t.key_columns(),
+            t.shard_column,
+        )
+        staged.publish(table_store)
+        got = ods_store.read_version(table_store, name, start)
+        assert ods_rows(got, table) == source_rows(cdc.mariadb, db, table), name
     assert yaml.safe_load(config_path.read_text())["start"] == dt.date.fromisoformat(start)
+
+    # --force while the start day is merged already: refused before anything is read (that day was merged from
+    # the old snapshot), nothing changes; rolled back to the bootstrap day, it goes ahead.
+    run_sql(cdc.mariadb, db, day.replace(hour=18), "UPDATE product SET price = 2.00 WHERE product_id = 2")
+    capsys.readouterr()
+    assert cli_main([*argv, "--force"]) == 2
+    said = capsys.readouterr().err
+    assert f"has days merged after {bootstrap_day(start)} ({start})" in said, said
+    assert bootstrap_position(jl, db)["job_id"] == position["job_id"]
+    assert ods_store.published_days(table_store, "product") == [bootstrap_day(start), start]
+    for name in tables:
+        assert ods_store.rollback_to_day(table_store, name, bootstrap_day(start)) == [start]
 
     # --force: a new snapshot, after more changes, replaces the day's starting state (the job log names what it
     # replaces), and `cdc collect` without --start starts at the new position.
-    run_sql(cdc.mariadb, db, day.replace(hour=18), "UPDATE product SET price = 2.00 WHERE product_id = 2")
     assert cli_main([*argv, "--force"]) == 0
     forced = bootstrap_position(jl, db)
     assert forced["job_id"] != position["job_id"] and forced["gtid"] == cdc.gtid_pos()
     assert forced["replaces"] == {"job_id": position["job_id"], "start": start}
     steps = {s.step_id: s for s in jl.get(forced["job_id"]).steps}
     assert steps["snapshot/product"].output.splitlines()[1] == (
-        f"replaces ods_state.product dt={bootstrap_day(start)} (2 rows)"
+        f"replaces ods.product {bootstrap_day(start)} (2 rows)"
     )
     run_sql(
         cdc.mariadb,
@@ -224,7 +248,7 @@ def test_init_bootstrap_then_the_pipeline_reproduces_the_source(
     assert landed.landed == 2
     for name, table in tables.items():
         t = OdsTable(db, table, source)
-        base = table_store.read_partitions(state_ref(name), [{"dt": bootstrap_day(start)}]).drop("dt")
+        base = ods_store.state_at(table_store, name, bootstrap_day(start))
         changes, _, events = day_changes(table_store, raw_table_ref(db), t.database, t.name, start)
         state = merge_day(base, changes, t.key_columns(), shard_column=t.shard_column, events=events)
         assert ods_rows(published(state), table) == source_rows(cdc.mariadb, db, table), (
@@ -291,6 +315,6 @@ def test_a_snapshot_read_across_midnight_is_taken_again_on_the_new_day(cdc, spar
     (failed,) = [r for r in jl.recent(job_name(db)) if r.status != "SUCCESS"]
     assert failed.range_start == day.date().isoformat()
     assert f"the snapshot read began on {day.date()} and ended on {next_day}" in failed.error
-    state = table_store.read_partitions(state_ref("product"), [{"dt": bootstrap_day(next_day)}]).drop("dt")
+    state = ods_store.state_at(table_store, "product", bootstrap_day(next_day))
     assert ods_rows(published(state), product) == source_rows(cdc.mariadb, db, product)
     assert source_rows(cdc.mariadb, db, product)[0][3] == "9.99"  # the change after midnight is in it

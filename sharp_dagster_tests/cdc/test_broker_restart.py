@@ -16,6 +16,7 @@ import pytest
 from dagster import DagsterInstance
 
 from sharp_dagster.assets.cdc_assets import KAFKA_ENV
+from sharp_dagster.cdc import ods_store
 from sharp_dagster.demo.generator import GeneratorConfig, generate, read_changes
 from sharp_dagster.settings import Settings
 from sharp_dagster_tests.cdc_support import QUIET, CdcFeed
@@ -63,7 +64,6 @@ def test_broker_killed_during_landing_then_restarted(spark, own_warehouse, monke
     from sharp_dagster.joblog.store import JobLog
     from sharp_dagster.servers.broker import LocalBroker
     from sharp_dagster.spark.iceberg import warehouse_tables
-    from sharp_dagster.spark.tables import TableRef
 
     broker = LocalBroker(base_dir=own_warehouse / "kafka").start()
     try:
@@ -111,8 +111,7 @@ def test_broker_killed_during_landing_then_restarted(spark, own_warehouse, monke
         }
         assert tables.list_partitions(raw), "the re-run landed nothing"
         for table, (key, value) in columns.items():
-            ods = TableRef("ods", table, ("dt",))
-            rows = tables.read_partitions(ods, [{"dt": DAY}]).select(key, value).collect()
+            rows = ods_store.read_version(tables, table, DAY).select(key, value).collect()  # the day's tag
             assert sorted((k, _plain(v)) for k, v in rows) == _expected(table, key, value), (
                 f"ods.{table} differs from the source"
             )

@@ -42,17 +42,18 @@ from pyspark.sql import functions as F
 
 from sharp_dagster.assets.cdc_assets import state_columns
 from sharp_dagster.cdc import binlog_schema as bs
+from sharp_dagster.cdc import ods_merge, ods_stage, ods_store
 from sharp_dagster.cdc.collector import Collector, CollectStats
 from sharp_dagster.cdc.collector_db import DbStateStore, saved_position
 from sharp_dagster.cdc.config import PASSWORD_ENV, MysqlSettings, SourceConfig, source_config_from_dict
 from sharp_dagster.cdc.done_markers import day_complete, hours_done, write_done_markers
 from sharp_dagster.cdc.image_tables import read_typed_images
 from sharp_dagster.cdc.landing import LandingResult, land, quarantine_table_ref, raw_table_ref
-from sharp_dagster.cdc.merge import initial_state, merge_day, merge_key, published
+from sharp_dagster.cdc.merge import initial_state, merge_day, merge_key
+from sharp_dagster.cdc.merge_result import SEQ_COLUMN
 from sharp_dagster.cdc.messages import BinlogMessage, encode
 from sharp_dagster.cdc.snapshot import read_binlog_position, snapshot_table
 from sharp_dagster.demo.shop import SOURCE_DB, TABLES, shard_of_user
-from sharp_dagster.spark.tables import TableRef
 
 pytestmark = pytest.mark.slow
 
@@ -500,74 +501,57 @@ class Pipeline:
         return typed
 
     # ------------------------------------------------------------------ merge
-    def read_partition(self, ref: TableRef, day: str) -> DataFrame:
-        """The partition on `main` with exactly the columns it was written with (its partition column `dt` aside).
+    def read_day(self, name: str, day: str) -> DataFrame:
+        """The published rows of `day`: `ods.<table> VERSION AS OF '<day>'` (a tag reads with the schema of its
+        snapshot: a column added by a later day is not there), without the merge's `_binlog_seq`."""
+        return ods_store.read_version(self.store, ods_name(name), day).drop(SEQ_COLUMN)
 
-        A read through the table has the table's current schema: a column added by a later day (day 2's ALTER) is
-        there, NULL, in older partitions. The partition's own columns are those of the schema of the snapshot that
-        last wrote it; the columns added since must be NULL in every one of its rows.
-        """
-        name = self.store.name(ref)
-        written = self.spark.sql(
-            f"SELECT last_updated_snapshot_id FROM {name}.partitions WHERE partition.dt = '{day}'"
-        ).collect()
-        assert len(written) == 1, f"{ref.qualified} has no partition dt={day}"
-        written_schema = self.spark.sql(f"SELECT * FROM {name} VERSION AS OF {written[0][0]}").columns
-        columns = [c for c in written_schema if c not in ref.partition_cols]
-        df = self.store.read_partitions(ref, [{"dt": day}])
-        later = [c for c in df.columns if c not in written_schema]
-        if later:
-            assert df.where(" OR ".join(f"`{c}` IS NOT NULL" for c in later)).isEmpty(), (
-                f"{ref.qualified} dt={day} has values in columns added after it was written: {later}"
-            )
-        return df.select(*[f"`{c}`" for c in columns])
+    def key(self, name: str) -> tuple[list[str], str | None]:
+        """The merge key and shard column of a logical table, as the ODS asset takes them."""
+        table_config = self.source_config.databases[0].table(name)
+        shard = SHARD_COLUMN if TABLES[name].shard_regex is not None else None
+        key = merge_key(table_config.primary_key, shard_column=shard, business_key=table_config.business_key)
+        return key, shard
 
     def bootstrap(self, snapshots: dict[str, DataFrame], seq: int) -> None:
         for name, snap in snapshots.items():
             if TABLES[name].shard_regex is None:
                 snap = snap.drop(SHARD_COLUMN)
-            self.store.write_partition(state_ref(name), {"dt": SNAPSHOT_DT}, initial_state(snap, seq))
-            self.store.write_partition(
-                ods_ref(name),
-                {"dt": SNAPSHOT_DT},
-                published(self.read_partition(state_ref(name), SNAPSHOT_DT)),
+            key, shard = self.key(name)
+            ods_merge.write_state(
+                self.store, ods_name(name), SNAPSHOT_DT, initial_state(snap, seq), key, shard
             )
 
     def merged(self, name: str, day: str, base: DataFrame) -> DataFrame:
-        table = TABLES[name]
-        sharded = table.shard_regex is not None
-        table_config = self.source_config.databases[0].table(name)
-        key = merge_key(
-            table_config.primary_key,
-            shard_column=SHARD_COLUMN if sharded else None,
-            business_key=table_config.business_key,
-        )
-        columns = [(c.name, c.spark_type) for c in table.columns] + (
-            [(SHARD_COLUMN, "string")] if sharded else []
-        )
-        return merge_day(
-            base,
-            self.changes(name, day),
-            key,
-            columns=columns,
-            shard_column=SHARD_COLUMN if sharded else None,
-        )
+        """`merge_day` of the day's changes onto `base` (the pure fold the stored days must agree with)."""
+        key, shard = self.key(name)
+        return merge_day(base, self.changes(name, day), key, shard_column=shard)
 
     def merge_if_complete(self, day: str) -> bool:
-        """The daily merge step: refuses (False) unless checkdone says every hour of `day` has landed."""
+        """The daily merge step, as the ODS asset stages and publishes it (`ods_stage`): refuses (False) unless
+        checkdone says every hour of `day` has landed."""
         if not day_complete(self.warehouse, SOURCE_DB, day):
             return False
-        previous = (dt.date.fromisoformat(day) - dt.timedelta(days=1)).isoformat()
         for name in TABLES:
-            state = self.merged(name, day, self.read_partition(state_ref(name), previous))
-            self.store.write_partition(state_ref(name), {"dt": day}, state)
-            self.store.write_partition(
-                ods_ref(name), {"dt": day}, published(self.read_partition(state_ref(name), day))
+            key, shard = self.key(name)
+            table = ods_name(name)
+            later = ods_stage.later_days(self.store, table, day)
+            branch = f"stage_{day.replace('-', '_')}_{uuid.uuid4().hex[:8]}"
+            staged = ods_stage.stage(
+                self.store,
+                table,
+                branch,
+                ([day], later),
+                lambda d, n=name: (self.changes(n, d), None),
+                key,
+                shard,
             )
+            staged.publish(self.store)
         return True
 
-    def ods_content(self, name: str, day: str, ref: TableRef | None = None) -> tuple[list[str], list[tuple]]:
-        df = self.read_partition(ref or ods_ref(name), day)
+    def ods_content(self, name: str, day: str, state: bool = False) -> tuple[list[str], list[tuple]]:
+        """The published rows of `day` (or, with `state`, the merge's whole state then: tombstones too)."""
+        df = ods_store.state_at(self.store, ods_name(name), day) if state else self.read_day(name, day)
         return sorted(df.columns), sort_rows(
             [
                 tuple(r)
@@ -577,27 +561,23 @@ class Pipeline:
 
     def assert_ods_equals(self, day: str, expected: dict[str, tuple[list[str], list[tuple]]]) -> None:
         for name, (columns, rows) in expected.items():
-            df = self.read_partition(ods_ref(name), day)
-            assert sorted(df.columns) == sorted(columns), f"ods {name} dt={day}: columns differ"
+            df = self.read_day(name, day)
+            assert sorted(df.columns) == sorted(columns), f"ods {name} {day}: columns differ"
             got = sort_rows(
                 [tuple(r) for r in df.select(*[F.col(f"`{c}`").cast("string") for c in columns]).collect()]
             )
-            assert got == rows, f"ods {name} dt={day} differs from the source"
+            assert got == rows, f"ods {name} {day} differs from the source"
 
     def assert_no_merge_output(self, day: str) -> None:
         for name in TABLES:
-            for ref in (ods_ref(name), state_ref(name)):
-                assert not self.store.has_partition(ref, {"dt": day}), f"{ref.qualified} has dt={day}"
-                assert {"dt": day} not in self.store.list_partitions(ref)
+            assert day not in ods_store.published_days(self.store, ods_name(name)), f"ods.{name} has {day}"
+            for ref in ods_store.both(ods_name(name)):
+                assert self.store.staged_branches(ref) == {}, f"{ref.qualified}: a staging branch was left"
 
 
-def ods_ref(name: str) -> TableRef:
-    return TableRef("ods", f"{SOURCE_DB}_{name}", ("dt",))
-
-
-def state_ref(name: str) -> TableRef:
-    """The merge's state (published rows plus tombstones, with each row's binlog position)."""
-    return TableRef("ods_state", f"{SOURCE_DB}_{name}", ("dt",))
+def ods_name(name: str) -> str:
+    """The ODS table of logical table `name` in this test (`ods.<db>_<name>`: its own, in the session warehouse)."""
+    return f"{SOURCE_DB}_{name}"
 
 
 def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen) -> None:
@@ -789,7 +769,7 @@ def test_binlog_to_ods_end_to_end(cdc, spark, table_store, tmp_path):
 
         # ---------------------------------------------------------------- 4. re-land already landed offsets
         t = time.monotonic()
-        state_before = {name: pipeline.ods_content(name, DAY2, state_ref(name)) for name in TABLES}
+        state_before = {name: pipeline.ods_content(name, DAY2, state=True) for name in TABLES}
         commits_before = table_store.history(raw_table_ref(SOURCE_DB))
         again = land(
             spark,
@@ -806,10 +786,11 @@ def test_binlog_to_ods_end_to_end(cdc, spark, table_store, tmp_path):
         assert table_store.history(raw_table_ref(SOURCE_DB)) == commits_before, "re-landing committed again"
         assert pipeline.merge_if_complete(DAY2)  # the merge re-runs over the re-landed day
         pipeline.assert_ods_equals(DAY2, source_day2)
-        assert {name: pipeline.ods_content(name, DAY2, state_ref(name)) for name in TABLES} == state_before
+        assert {name: pipeline.ods_content(name, DAY2, state=True) for name in TABLES} == state_before
         # The day replayed onto its own result changes nothing either (events at or before a row's position).
         for name in TABLES:
-            replayed = pipeline.merged(name, DAY2, pipeline.read_partition(state_ref(name), DAY2))
+            stored = ods_store.state_at(table_store, ods_name(name), DAY2)
+            replayed = pipeline.merged(name, DAY2, stored)
             columns = sorted(replayed.columns)
             got = sort_rows(
                 [

@@ -308,28 +308,47 @@ def _sort_key(row: tuple) -> tuple:
 
 
 def published(world: World, name: str, day: str) -> list[tuple]:
-    """The partition's rows on the table's `main` (what every reader reads), sorted, duplicates kept."""
+    """The partition's rows on the table's `main` (what every reader reads), sorted, duplicates kept; an ODS
+    table's day is its tag (`ods.<t> VERSION AS OF '<day>'`)."""
+    from sharp_dagster.cdc import ods_store
+
     tables = world.tables()
     ref = _ref(name)
     if not tables.exists(ref):
         return []
     qualified = tables.name(ref)
     world.tables().spark.catalog.refreshTable(qualified)
-    rows = tables.spark.table(qualified).where(f"dt = '{day}'").collect()
+    if ref.database == "ods":
+        if day not in ods_store.published_days(tables, ref.name):
+            return []
+        rows = ods_store.read_version(tables, ref.name, day).collect()
+    else:
+        rows = tables.spark.table(qualified).where(f"dt = '{day}'").collect()
     return sorted((tuple(r) for r in rows), key=_sort_key)
 
 
 def current_publish(world: World, name: str) -> dict[str, str]:
-    """The `sharp.*` properties of the table's current snapshot (which attempt and run published it)."""
-    history = world.tables().history(_ref(name))
-    current = [h for h in history if h["is_current"]]
-    return current[-1]["properties"] if current else {}
+    """Which attempt and run published the table's current snapshot: its `sharp.*` properties; for an ODS table
+    (its publish moves references, its merge commits carry no properties) the snapshot and the run of the attempt
+    whose `publish` step names it."""
+    tables = world.tables()
+    ref = _ref(name)
+    if ref.database != "ods":
+        current = [h for h in tables.history(ref) if h["is_current"]]
+        return current[-1]["properties"] if current else {}
+    snapshot = tables.current_snapshot_id(ref)
+    jl = world.job_log()
+    for run in jl.recent(name, limit=100):
+        for step in jl.steps(run.job_id):
+            if step.step_id == "publish" and f" as snapshot {snapshot}" in (step.output or ""):
+                return {"snapshot": str(snapshot), "run_id": str(run.run_id), "attempt": str(run.attempt)}
+    return {"snapshot": str(snapshot)}
 
 
 def stage_branches(world: World, name: str, day: str) -> list[str]:
     """Staging branches of this partition still in the asset's tables (left by a run that died before publishing).
 
-    An ODS merge stages two tables, `ods_state.<t>` first, then `ods.<t>`: both are looked at."""
+    An ODS merge stages two tables, `ods.<t>` and its tombstones `ods_state.<t>`: both are looked at."""
     from sharp_dagster.spark.tables import TableRef
     from sharp_dagster.spark.wap import branch_name
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dagster import AssetKey, materialize
 
+from sharp_dagster.cdc import ods_store
 from sharp_dagster.spark.tables import TableRef
 
 KEY = AssetKey(["ods", "product"])
@@ -39,11 +40,11 @@ def stopped(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "T"
 
 
-def run_product(defs, instance):
+def run_product(defs, instance, day=DAY):
     return materialize(
         list(defs.assets),
         selection=[KEY],
-        partition_key=DAY,
+        partition_key=day,
         instance=instance,
         resources=defs.resources,
         raise_on_error=False,
@@ -55,6 +56,11 @@ def table_state(defs) -> tuple[int | None, dict[str, int]]:
     store = defs.resources["spark"].store()
     ref = TableRef("ods", "product")
     return store.current_snapshot_id(ref), store.staged_branches(ref)
+
+
+def day_rows(spark) -> list[tuple]:
+    """The published rows of DAY: its tag."""
+    return sorted(tuple(r) for r in spark.sql(f"SELECT * FROM ods.product VERSION AS OF '{DAY}'").collect())
 
 
 def test_sigkill_mid_write_then_takeover(feed, spark, tmp_path, monkeypatch):
@@ -69,7 +75,7 @@ def kill_then_takeover(feed, spark, tmp_path, monkeypatch):
     assert run_product(defs, instance).success
     before_snapshot, branches = table_state(defs)
     assert branches == {}
-    before_rows = sorted(tuple(r) for r in spark.table("ods.product").where(f"dt = '{DAY}'").collect())
+    before_rows = day_rows(spark)
 
     env = {**os.environ, "SHARP_FAILPOINTS": "after_audit=stop"}
     child = subprocess.Popen([sys.executable, "-c", CHILD], env=env, start_new_session=True)
@@ -97,10 +103,7 @@ def kill_then_takeover(feed, spark, tmp_path, monkeypatch):
     # says RUNNING.
     snapshot, branches = table_state(defs)
     assert snapshot == before_snapshot and len(branches) == 1, branches
-    spark.catalog.refreshTable("ods.product")
-    assert (
-        sorted(tuple(r) for r in spark.table("ods.product").where(f"dt = '{DAY}'").collect()) == before_rows
-    )
+    assert day_rows(spark) == before_rows
     assert [r.status for r in jl.recent("ods/product") if r.attempt == 2] == ["RUNNING"]
 
     # After the heartbeat timeout the next run takes over and succeeds.
@@ -111,8 +114,55 @@ def kill_then_takeover(feed, spark, tmp_path, monkeypatch):
     assert by_attempt[2].status == "FAILURE" and "heartbeat lost" in by_attempt[2].error
     assert by_attempt[3].status == "SUCCESS"
     assert not list(jl.running("ods/product"))
-    # The taker dropped the killed attempt's staging branch, published, and the history names its attempt.
+    # The taker dropped the killed attempt's staging branches (of ods.product and ods_state.product), published,
+    # and its publish step names the day's tag it moved.
     snapshot, branches = table_state(defs)
     assert branches == {} and snapshot != before_snapshot
-    last = defs.resources["spark"].store().history(TableRef("ods", "product"))[-1]
-    assert last["properties"]["attempt"] == "3" and last["properties"]["partition"] == DAY
+    assert defs.resources["spark"].store().staged_branches(TableRef("ods_state", "product")) == {}
+    assert (
+        ods_store.ref_snapshot(defs.resources["spark"].store(), TableRef("ods", "product"), DAY) == snapshot
+    )
+    publish = next(s for s in jl.steps(by_attempt[3].job_id) if s.step_id == "publish")
+    assert f"published ods.product {DAY} as snapshot {snapshot}" in publish.output, publish.output
+
+
+def test_an_ods_publish_is_fenced_when_main_moved_since_its_branch_was_cut(feed, spark, monkeypatch):
+    """Past the job log's fence, the ODS table's own: another writer commits to `ods.product`'s `main` between the
+    run's job-log fence and its reference commit. The publish is refused (`StalePublishError`: `main` is not the
+    head the branch was cut from), nothing of the run is published or left staged, the job log says FAILURE naming
+    the fence; the next run publishes the day."""
+    from sharp_dagster.cdc import ods_stage
+    from sharp_dagster.logdriven import job_log
+
+    defs, instance, day = feed.defs, feed.instance, "2024-01-02"
+    store, ref = defs.resources["spark"].store(), TableRef("ods", "product")
+    for landed in (DAY, day):
+        if landed not in feed.landed:
+            feed.land(landed)
+    if DAY not in ods_store.published_days(store, "product"):
+        assert run_product(defs, instance).success
+    publish, moved = ods_stage.StagedOds.publish, []
+
+    def another_writer_first(staged, tables):
+        tables._table(ref).newFastAppend().commit()  # an empty commit of another writer: `main` moves
+        tables._refresh(ref)
+        moved.append(tables.current_snapshot_id(ref))
+        return publish(staged, tables)
+
+    monkeypatch.setattr(ods_stage.StagedOds, "publish", another_writer_first)
+    result = run_product(defs, instance, day)
+    assert not result.success
+    message = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
+    assert f"ods/product [{day}]" in message and "not published" in message and "main moved" in message, (
+        message
+    )
+    assert day not in ods_store.published_days(store, "product")
+    assert store.current_snapshot_id(ref) == moved[0], "main is the other writer's commit"
+    assert store.staged_branches(ref) == store.staged_branches(TableRef("ods_state", "product")) == {}
+    jl = job_log()
+    latest = max((r for r in jl.recent("ods/product") if r.partition_key == day), key=lambda r: r.attempt)
+    assert latest.status == "FAILURE" and "main moved" in latest.error
+
+    monkeypatch.setattr(ods_stage.StagedOds, "publish", publish)
+    assert run_product(defs, instance, day).success
+    assert ods_store.ref_snapshot(store, ref, day) == store.current_snapshot_id(ref)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dagster import AssetKey, materialize
 
+from sharp_dagster.cdc import ods_store
+from sharp_dagster.spark.tables import TableRef
 from sharp_dagster_tests.cdc_support import change
 
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
@@ -148,7 +150,7 @@ def test_a_day_without_rows_replaces_its_partition_with_nothing(own_feed, spark)
     # Every order placed on 2024-01-02 is deleted at the source late that day: the day's detail becomes empty.
     spark.catalog.refreshTable("ods.orders")
     placed = spark.sql(
-        "SELECT * FROM ods.orders WHERE dt = '2024-01-02' AND to_date(order_time) = DATE '2024-01-02'"
+        "SELECT * FROM ods.orders VERSION AS OF '2024-01-02' WHERE to_date(order_time) = DATE '2024-01-02'"
     ).collect()
     assert placed
     gone = [
@@ -157,7 +159,7 @@ def test_a_day_without_rows_replaces_its_partition_with_nothing(own_feed, spark)
             "d",
             10**6 + i,
             "2024-01-02 23:59:00",
-            **{k: v for k, v in r.asDict().items() if k != "dt"},
+            **{k: v for k, v in r.asDict().items() if k != "_binlog_seq"},
         )
         for i, r in enumerate(placed)
     ]
@@ -172,44 +174,83 @@ def test_a_day_without_rows_replaces_its_partition_with_nothing(own_feed, spark)
     assert published_snapshots(spark)[-1]["sharp.partition"] == f"{DAYS[0]}..{DAYS[-1]}"
 
 
-def ods_snapshots(spark, table):
-    """The partitions (`sharp.partition`) of the commits a run published, oldest first."""
-    return [summary.get("sharp.partition") for summary in published_snapshots(spark, table)]
+def ods_days(spark, table):
+    """Each published day of ODS table `table` (its tag) -> its rows then (the tombstones' with `ods_state`)."""
+    store_rows = {}
+    spark.catalog.refreshTable(f"ods.{table}")
+    tags = spark.sql(f"SELECT name, snapshot_id FROM ods.{table}.refs WHERE type = 'TAG'").collect()
+    for name in sorted(r.name for r in tags):
+        store_rows[name] = {
+            db: sorted(
+                (tuple(r) for r in spark.sql(f"SELECT * FROM {db}.{table} VERSION AS OF '{name}'").collect()),
+                key=repr,
+            )
+            for db in ("ods", "ods_state")
+        }
+    return store_rows
 
 
-def table_rows(spark, table):
-    spark.catalog.refreshTable(table)
-    return sorted((tuple(r) for r in spark.table(table).collect()), key=repr)
+def step_of(jl, name, day, step_id, attempt=None):
+    """A step of the day's latest attempt (or of `attempt`), None when that attempt has no such step."""
+    runs = [r for r in jl.recent(name, limit=100) if r.partition_key == day]
+    latest = attempt if attempt is not None else max(r.attempt for r in runs)
+    run = next(r for r in runs if r.attempt == latest)
+    return next((s for s in jl.steps(run.job_id) if s.step_id == step_id), None)
 
 
-def test_an_ods_range_chains_its_days_in_one_commit_per_table_and_equals_day_by_day(own_feed, spark):
-    """The merge of a range batch reads each day's state from the day before it in the same batch (nothing of it
-    published yet); the states and the published rows each reach `main` in one commit, and every day equals
-    what the day's merge run alone makes of the state before it."""
+def step_output(jl, name, day, step_id, attempt=None):
+    step = step_of(jl, name, day, step_id, attempt)
+    return None if step is None else step.output or ""
+
+
+def test_an_ods_range_stages_its_days_on_one_branch_and_a_rerun_republishes_the_later_days(own_feed, spark):
+    """A range batch merges its days one after the other on one branch (each day's rules against its own
+    snapshot), and one publish moves `main` and tags every day. Each day run again alone (a refresh), oldest
+    first, re-publishes every later published day after it (the job log says so) and gives the same days."""
     from sharp_dagster.logdriven import job_log
 
     feed, jl = own_feed, job_log()
     land_and_run_ods(feed)
-    span = f"{DAYS[0]}..{DAYS[-1]}"
-    for table in ("ods.orders", "ods_state.orders"):
-        assert ods_snapshots(spark, table)[-1:] == [span], f"{table}: one commit for the range"
     assert sorted((r.partition_key, r.attempt, r.status) for r in jl.recent("ods/orders", limit=100)) == [
         (d, 1, "SUCCESS") for d in DAYS
     ]
-    steps = [s.step_id for s in jl.steps(jl.recent("ods/orders", limit=1)[0].job_id)]
-    assert "state" in steps and "write" in steps and "publish" in steps, steps
-    first = next(r for r in jl.recent("ods/orders", limit=100) if r.partition_key == DAYS[0])
-    read = next(s for s in jl.steps(first.job_id) if s.step_id == "read")
-    assert f"merged the 3 days {DAYS[0]}..{DAYS[-1]} in one plan" in (read.output or ""), read.output
-    by_batch = {t: table_rows(spark, t) for t in ("ods.orders", "ods_state.orders")}
-    assert by_batch["ods.orders"], "the range published rows"
+    for day in DAYS:
+        assert "(one branch for 3 days)" in step_output(jl, "ods/orders", day, "write")
+        published = step_output(jl, "ods/orders", day, "publish")
+        assert f"published ods.orders {DAYS[0]}..{DAYS[-1]} as snapshot" in published, published
+        assert "(one commit of 3 partitions)" in published, published
+        checks = step_output(jl, "ods/orders", day, "checks")
+        assert "order_id_unique: pass" in checks, checks
+    by_batch = ods_days(spark, "orders")
+    assert set(DAYS) <= set(by_batch) and all(by_batch[d]["ods"] for d in DAYS)
+    # The write step counts the day's live rows (from its snapshot's metadata) and the keys the day changed.
+    for day in DAYS:
+        write = step_of(jl, "ods/orders", day, "write")
+        assert write.target_count == len(by_batch[day]["ods"]), (day, write.target_count)
+        assert 0 < write.success_count <= write.target_count + len(by_batch[day]["ods_state"]), day
+    store = feed.defs.resources["spark"].store()
+    assert ods_store.ref_snapshot(store, TableRef("ods", "orders"), DAYS[-1]) == store.current_snapshot_id(
+        TableRef("ods", "orders")
+    ), "main is the last day"
 
-    # Each day again alone, oldest first (a refresh reads the published state of the day before).
+    # Each day again alone, oldest first: day 1 re-publishes days 2 and 3, day 2 re-publishes day 3.
     for day in DAYS:
         alone = range_run(feed, [AssetKey(["ods", "orders"])], day, day, tags={"sharp/refresh": "true"})
         assert alone.success
-    assert ods_snapshots(spark, "ods.orders")[-3:] == DAYS
-    assert {t: table_rows(spark, t) for t in by_batch} == by_batch, "the batch equals day-by-day merges"
+    later = step_output(jl, "ods/orders", DAYS[0], "read_later", attempt=2)
+    assert f"while 2 later day(s) are published ({DAYS[1]}, {DAYS[2]})" in later, later
+    published = step_output(jl, "ods/orders", DAYS[0], "publish", attempt=2)
+    assert (
+        f"published ods.orders {DAYS[0]} and re-published the later day(s) {DAYS[1]}, {DAYS[2]}" in published
+    )
+    assert step_output(jl, "ods/orders", DAYS[2], "read_later", attempt=2) is None, (
+        "nothing after the last day"
+    )
+    # The later days re-published by an earlier day's re-run keep their own SUCCESS attempts in the job log.
+    assert sorted((r.partition_key, r.attempt, r.status) for r in jl.recent("ods/orders", limit=100)) == [
+        (d, a, "SUCCESS") for d in DAYS for a in (1, 2)
+    ]
+    assert ods_days(spark, "orders") == by_batch, "the batch equals day-by-day merges"
 
 
 def test_a_range_longer_than_a_batch_goes_as_several_batches_in_order(own_feed, spark, monkeypatch):
@@ -246,8 +287,7 @@ def test_a_landing_backfill_of_many_hours_is_one_landing(own_feed, spark):
     runs = jl.recent(f"original_binlog/{feed.database}", limit=10)
     assert [(r.partition_key, r.status) for r in runs] == [(f"{DAYS[0]}-00:00..{DAYS[-1]}-23:00", "SUCCESS")]
     assert range_run(feed, ODS, DAYS[0], DAYS[-1]).success
-    spark.catalog.refreshTable("ods.orders")
-    assert {r.dt for r in spark.sql("SELECT DISTINCT dt FROM ods.orders").collect()} >= set(DAYS)
+    assert set(ods_days(spark, "orders")) >= set(DAYS)
 
 
 def test_an_ods_range_that_fails_a_strong_rule_publishes_neither_table_past_the_bad_day(own_feed, spark):
@@ -272,11 +312,15 @@ def test_an_ods_range_that_fails_a_strong_rule_publishes_neither_table_past_the_
     ]
     said = [e.message for e in feed.instance.all_logs(result.run_id) if "as one batch" in (e.message or "")]
     assert said and "strong rule(s) failed: status_known" in said[0], said
-    for table in ("ods.orders", "ods_state.orders"):
-        spark.catalog.refreshTable(table)
-        days = {r.dt for r in spark.sql(f"SELECT DISTINCT dt FROM {table}").collect()}
-        assert DAYS[0] in days and not days & set(DAYS[1:]), (table, days)
-        assert ods_snapshots(spark, table)[-1] == DAYS[0], f"{table}: only day 1, published alone"
     store = feed.defs.resources["spark"].store()
-    for ref in (TableRef("ods", "orders", ("dt",)), TableRef("ods_state", "orders", ("dt",))):
+    for ref in (TableRef("ods", "orders"), TableRef("ods_state", "orders")):
+        days = {
+            r.name for r in spark.sql(f"SELECT name FROM {ref.qualified}.refs WHERE type = 'TAG'").collect()
+        }
+        assert DAYS[0] in days and not days & set(DAYS[1:]), (ref.qualified, days)
         assert store.staged_branches(ref) == {}, f"{ref.qualified}: no staging branch left"
+    assert store.current_snapshot_id(TableRef("ods", "orders")) == ods_store.ref_snapshot(
+        store, TableRef("ods", "orders"), DAYS[0]
+    ), "main is day 1, published alone"
+    published = step_output(jl, "ods/orders", DAYS[0], "publish")
+    assert "one commit" not in published, published

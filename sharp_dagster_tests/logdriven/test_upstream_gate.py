@@ -142,7 +142,10 @@ def _failure(result) -> str:
 
 
 def _rows(spark, table, day=DAY):
+    """The published rows of `day`: an ODS table's tag (`VERSION AS OF '<day>'`), another table's partition."""
     spark.catalog.refreshTable(table)
+    if table.startswith("ods."):
+        return sorted(tuple(r) for r in spark.sql(f"SELECT * FROM {table} VERSION AS OF '{day}'").collect())
     return sorted(tuple(r) for r in spark.table(table).where(f"dt = '{day}'").collect())
 
 

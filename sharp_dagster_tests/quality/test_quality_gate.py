@@ -36,7 +36,10 @@ def run_day(defs, instance, day, keys=CHAIN):
 
 
 def rows(spark, table, day):
+    """The published rows of `day`: an ODS table's tag (`VERSION AS OF '<day>'`), another table's partition."""
     spark.catalog.refreshTable(table)
+    if table.startswith("ods."):
+        return sorted(tuple(r) for r in spark.sql(f"SELECT * FROM {table} VERSION AS OF '{day}'").collect())
     return sorted(tuple(r) for r in spark.table(table).where(f"dt = '{day}'").collect())
 
 
