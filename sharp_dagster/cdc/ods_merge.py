@@ -113,14 +113,14 @@ def merge_into(
     write the result there. Without the tables yet (a table's first day with no bootstrap) they are created from
     the day's columns and the branch cut at their empty `main`."""
     fresh = not ods_store.exists(store, table)
-    base = None if fresh else ods_store.state_at(store, table, branch)
+    base = None if fresh else _state_before(store, table, branch, day)
     merged = day_rows(base, changes, key_columns, shard_column=shard_column, events=events, columns=columns)
     plan = merged.plan
     if fresh:
         ods_store.create_tables(store, table, plan.columns, tombstone_columns(plan))
         for ref in ods_store.both(table):
             store._commit_refs(ref, lambda t: t.manageSnapshots().createBranch(branch))
-    _evolve(store, table, plan)
+    _evolve(store, table, plan, day)
     view = f"__ods_day_{uuid.uuid4().hex}"
     merged.rows.createOrReplaceTempView(view)
     try:
@@ -131,13 +131,37 @@ def merge_into(
     return StagedDay(day, heads, merged.rows.count())
 
 
-def _evolve(store: IcebergTables, table: str, plan: MergePlan) -> None:
-    """The columns the day adds (its ALTER TABLE ... ADD) added to `ods.<table>`; a changed type widened."""
+# A table property per column a day's ALTER added: the day it was added (`sharp.column-since.<column>`).
+COLUMN_SINCE = "sharp.column-since."
+
+
+def _state_before(store: IcebergTables, table: str, branch: str, day: str) -> DataFrame:
+    """The state on `branch` as day `day` starts from it, with the columns it had then. A branch reads with the
+    table's schema, which holds every column added since (a re-run of an earlier day: its later days' ALTERs were
+    applied already); those are left out, so that the day that adds one adds it again, with its default for the
+    rows from before it."""
+    state = ods_store.state_at(store, table, branch)
+    props = store._table(ods_ref(table)).properties()
+    since = {
+        str(k)[len(COLUMN_SINCE) :]: str(props.get(k))
+        for k in props.keySet()
+        if str(k).startswith(COLUMN_SINCE)
+    }
+    later = [c for c in state.columns if since.get(c.lower(), "") >= day]
+    return state.drop(*later) if later else state
+
+
+def _evolve(store: IcebergTables, table: str, plan: MergePlan, day: str) -> None:
+    """The columns the day adds (its ALTER TABLE ... ADD) added to `ods.<table>`, each with the day it was added
+    (`COLUMN_SINCE`); a changed type widened."""
     name = store.name(ods_ref(table))
     current = {f.name.lower(): f.dataType.simpleString() for f in store.spark.table(name).schema}
     for column, typ in plan.columns:
         if column.lower() not in current:
             store.spark.sql(f"ALTER TABLE {name} ADD COLUMN `{column}` {typ}")
+            store.spark.sql(
+                f"ALTER TABLE {name} SET TBLPROPERTIES ('{COLUMN_SINCE}{column.lower()}' = '{day}')"
+            )
         elif current[column.lower()] != typ:
             store.spark.sql(f"ALTER TABLE {name} ALTER COLUMN `{column}` TYPE {typ}")
     store._refresh(ods_ref(table))
