@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sharp_dagster.cdc import ods_store
@@ -231,8 +231,17 @@ def _write(store: IcebergTables, table: str, branch: str, view: str, plan: Merge
     else:
         held, new = _split_held(store, ods, rows, plan, null_key)
         if not held.isEmpty():  # an empty MERGE would still commit a snapshot
-            with _temp_view(F.broadcast(held)) as source:
-                store.spark.sql(f"MERGE INTO {ods} t USING {source} s ON {on} {matched}")
+            # The source is broadcast by its size: Spark drops a broadcast hint on a MERGE's source (the join
+            # already carries the hint that keeps the target from being broadcast for the MERGE's cardinality
+            # check). A cached frame's statistics are its real size once it is computed.
+            held = held.cache()
+            held.count()
+            size = int(held._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+            try:
+                with _temp_view(held) as source, _broadcast_up_to(store.spark, size):
+                    store.spark.sql(f"MERGE INTO {ods} t USING {source} s ON {on} {matched}")
+            finally:
+                held.unpersist()
         if not new.isEmpty():
             with _temp_view(new) as source:
                 names = _names(live_cols)  # by name: an added column sits after `_binlog_seq` in the table
@@ -266,6 +275,21 @@ def _split_held(
     )
     new = flagged.where(~F.col("__held") & ~F.col(DELETED_COLUMN)).drop("__held")
     return flagged.where(F.col("__held")).drop("__held"), new
+
+
+@contextmanager
+def _broadcast_up_to(spark: SparkSession, size: int) -> Iterator[None]:
+    """Spark broadcasts a join side of up to `size` bytes (by its statistics) while in this block."""
+    key = "spark.sql.autoBroadcastJoinThreshold"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, str(size + 1))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 @contextmanager
