@@ -42,8 +42,8 @@ sys.path.insert(0, str(BENCH))
 
 import bench_merge as bm  # noqa: E402
 
-from sharp_dagster.cdc.ods_upkeep import compact, storage, upkeep_table  # noqa: E402
-from sharp_dagster.cdc.ods_versions import ODS_TABLE_PROPERTIES, day_tag  # noqa: E402
+from sharp_dagster.cdc.ods_upkeep import compact, refs, storage, upkeep_table  # noqa: E402
+from sharp_dagster.cdc.ods_versions import ODS_TABLE_PROPERTIES, day_tag, is_day_tag  # noqa: E402
 from sharp_dagster.spark.tables import TableRef  # noqa: E402
 
 # accept-any-schema makes Spark 4.1 fail to resolve MERGE INTO's target columns (UNRESOLVED_COLUMN on `t`.`id`).
@@ -128,6 +128,61 @@ def ours_merge():
         return None
 
 
+class Ours:
+    """The new layout's own merge (`cdc/ods_merge.py`) on tables of its own (`ods.layout_<rows>`,
+    `ods_state.layout_<rows>`): the state published as the previous day's tag (untimed), then each timed run
+    stages the day on a branch and publishes it (`stage_days` + `publish`: cut, merge, fence, fast-forward, tag),
+    rolled back to the previous day (untimed) before the next."""
+
+    def __init__(self, ds, name: str = "layout"):
+        from sharp_dagster.cdc import ods_merge, ods_store
+
+        self.ds, self.merge, self.ods_store = ds, ods_merge, ods_store
+        self.table = f"{name}_{ds.rows}"
+        for ref in ods_store.both(self.table):
+            ds.store.drop_table(ref)
+        ods_merge.write_state(ds.store, self.table, bm.PREVIOUS, ds.base_state(), ["id"])
+        self.runs = 0
+
+    def reset(self) -> None:
+        if bm.DAY in self.ods_store.published_days(self.ds.store, self.table):
+            self.ods_store.rollback_to_day(self.ds.store, self.table, bm.PREVIOUS)
+
+    def run(self) -> None:
+        self.runs += 1
+        branch, store = f"stage_bench_{self.runs}", self.ds.store
+        changes = self.ds.images()
+        staged, main = self.merge.stage_days(
+            store, self.table, branch, [bm.DAY], lambda _: (changes, None), ["id"]
+        )
+        self.merge.publish(store, self.table, branch, staged, main)
+
+    def check(self) -> dict:
+        """The published day against `merge_day(state, changes)` (the pure fold), row for row: live rows whole
+        (`exceptAll` both ways) and tombstones as key + position."""
+        from pyspark.sql import functions as F
+
+        from sharp_dagster.cdc.merge import merge_day
+
+        if bm.DAY not in self.ods_store.published_days(self.ds.store, self.table):
+            self.run()
+        expected = merge_day(self.ds.base_state(), self.ds.images(), ["id"]).localCheckpoint(eager=True)
+        stored = self.ods_store.state_at(self.ds.store, self.table, day_tag(bm.DAY)).localCheckpoint(
+            eager=True
+        )
+        out = {}
+        for kind, rows, cols in (
+            ("live", "NOT _is_deleted", bm.SNAPSHOT),
+            ("tombstones", "_is_deleted", ["id", "_binlog_seq"]),
+        ):
+            want, got = (df.where(rows).select(*[F.col(c) for c in cols]) for df in (expected, stored))
+            out[f"{kind}_rows"] = got.count()
+            out[f"{kind}_only_in_ours"] = got.exceptAll(want).count()
+            out[f"{kind}_only_in_merge_day"] = want.exceptAll(got).count()
+        out["equal_to_merge_day"] = all(v == 0 for k, v in out.items() if "_only_in_" in k)
+        return out
+
+
 def current_v3(ds, suffix: str = "v3") -> TableRef:
     """A format v3 merge-on-read copy of the live state, its previous day tagged."""
     store, spark = ds.store, ds.spark
@@ -142,13 +197,17 @@ def current_v3(ds, suffix: str = "v3") -> TableRef:
     return ref
 
 
-def time_day(ds, v3: TableRef, clock, repeat: int, floors: bool) -> dict:
+def time_day(ds, v3: TableRef, clock, repeat: int, floors: bool, check: bool = True) -> dict:
     head = ds.store.current_snapshot_id(v3)
     actions = {
         "copy": lambda: bm.run_copy(ds),
         "merge_into_mor": lambda: bm.run_merge_into(ds, v3),
     }
     resets = {"merge_into_mor": lambda: bm.reset_merge_into(ds, v3, head)}
+    ours = Ours(ds) if ours_merge() is not None else None
+    if ours is not None:
+        actions["ours"] = ours.run
+        resets["ours"] = ours.reset
     if floors:
         parts = bm.floor_parts(ds)
         actions["floor_day_rows"] = lambda: (parts["day_rows_write"](), parts["new_keys"]())
@@ -165,7 +224,10 @@ def time_day(ds, v3: TableRef, clock, repeat: int, floors: bool) -> dict:
     for name in actions:
         if name != "copy":
             out[f"ratio_{name}_to_copy"] = round(out[name]["best_s"] / copy, 3)
-    out["ours"] = "not run: this checkout has no new-layout merge (cdc/ods_merge.merge_into)"
+    if ours is None:
+        out["ours"] = "not run: this checkout has no new-layout merge (cdc/ods_merge.merge_into)"
+    elif check:
+        out["ours_check"] = ours.check()
     return out
 
 
@@ -204,15 +266,21 @@ def reads(ds, v3: TableRef, clock, repeat: int) -> dict:
     return out
 
 
-def storage_after_days(ds, days: int, retention: int) -> dict:
-    """`days` published days on a v3 current-state table, each replacing `changes/rows` of the rows (deletes of
-    the old rows + the new rows, as a day's merge writes them) and tagged; then the upkeep with `retention`."""
+def storage_after_days(
+    ds, days: int, retentions: list[int], share: int | None = None, daily: int | None = None
+) -> dict:
+    """`days` published days on a v3 current-state table, each replacing 1/`share` of the rows (deletes of the old
+    rows + the new rows, as a day's merge writes them; default `rows/changes`) and tagged; then the upkeep
+    (compaction, tag and snapshot expiry) with each retention, longest first (each upkeep runs on what the
+    previous one left). With `daily`, the upkeep also runs after every day with that retention and the project's
+    default compaction options (Iceberg's defaults), as its schedule runs it. Beside each measure, the least any layout keeps (`lower_bound_copies`): every row version
+    a kept tag can read, 1 + (kept tags - 1) x the share replaced per day, as copies of the state."""
     store, spark = ds.store, ds.spark
     v3 = current_v3(ds, "days")
     name = store.name(v3)
     one_copy = storage(store, v3)["bytes"]
-    share = max(1, round(ds.rows / max(1, ds.change_rows)))  # every share-th key changes each day
-    t0 = time.perf_counter()
+    share = share or max(1, round(ds.rows / max(1, ds.change_rows)))  # every share-th key changes each day
+    t0, copies, compactions = time.perf_counter(), [], 0
     for d in range(1, days + 1):
         pick = f"pmod(xxhash64(id, {d}), {share}) = 0"
         changed = (
@@ -235,18 +303,40 @@ def storage_after_days(ds, days: int, retention: int) -> dict:
         table = store._table(v3)
         tag = (bm.date.fromisoformat(bm.DAY) + bm.timedelta(days=d - 1)).isoformat()
         table.manageSnapshots().createTag(day_tag(tag), table.currentSnapshot().snapshotId()).commit()
+        if daily:
+            kept = upkeep_table(store, v3, daily, {}, now=bm_now_plus_grace())
+            copies.append(round(kept.storage_after["bytes"] / one_copy, 2))
+            compactions += bool(kept.compaction.get("data_rewritten_data_files_count"))
     store._refresh(v3)
     out = {"days": days, "rows_changed_per_day_share": round(1 / share, 4), "one_copy_bytes": one_copy}
+    if daily:
+        out["daily_upkeep"] = {
+            "retention": daily,
+            "copies_after_each_day": copies,
+            "compactions": compactions,
+        }
     out["write_days_s"] = round(time.perf_counter() - t0, 1)
     before = storage(store, v3)
-    out["all_tags_kept"] = before | {"copies": round(before["bytes"] / one_copy, 2)}
-    kept = upkeep_table(store, v3, retention, {"delete-file-threshold": "1"}, now=bm_now_plus_grace())
-    after = kept.storage_after
-    out[f"after_upkeep_retention_{retention}"] = after | {
-        "copies": round(after["bytes"] / one_copy, 2),
-        "dropped_tags": len(kept.dropped_tags),
-        "kept_tags": kept.kept_tags,
+    # Without the daily upkeep: the previous day's tag and one per published day.
+    tags = sum(1 for n, kind in refs(store, v3).items() if kind == "TAG" and is_day_tag(n))
+    out["all_tags_kept" if not daily else "after_days_with_daily_upkeep"] = before | {
+        "copies": round(before["bytes"] / one_copy, 2),
+        "tags": tags,
+        "lower_bound_copies": round(1 + (tags - 1) / share, 2),
     }
+    for retention in sorted(retentions, reverse=True):
+        t0 = time.perf_counter()
+        kept = upkeep_table(store, v3, retention, {"delete-file-threshold": "1"}, now=bm_now_plus_grace())
+        after = kept.storage_after
+        out[f"after_upkeep_retention_{retention}"] = after | {
+            "copies": round(after["bytes"] / one_copy, 2),
+            "dropped_tags": len(kept.dropped_tags),
+            "kept_tags": kept.kept_tags,
+            "lower_bound_copies": round(1 + (kept.kept_tags - 1) / share, 2),
+            "upkeep_s": round(time.perf_counter() - t0, 1),
+            "compaction": kept.compaction,
+            "expiry": kept.expiry,
+        }
     out["dt_layout_copies_after_same_days"] = days + 1  # one full partition per day (ods), plus ods_state's
     return out
 
@@ -260,22 +350,22 @@ def bm_now_plus_grace():
     return datetime.now(UTC) + SNAPSHOT_GRACE + bm.timedelta(minutes=1)
 
 
+def _scaling_point(ds, point: dict) -> dict:
+    timed = [m for m in ("copy", "merge_into_mor", "ours") if isinstance(point.get(m), dict)]
+    out = {"state_rows": ds.rows, "change_rows": ds.change_rows}
+    out.update({f"{m}_s": point[m]["best_s"] for m in timed})
+    out["load_1m"] = {m: point[m]["load_1m"] for m in timed}
+    return out
+
+
 def scaling(store, work: Path, sizes: list[int], changes: int, clock) -> list[dict]:
-    """copy and MERGE INTO (merge-on-read) at other state sizes, with the same changes."""
+    """copy, MERGE INTO (merge-on-read) and ours at other state sizes, with the same changes."""
     points = []
     for n in sizes:
         ds = bm.Dataset(store, work, n, changes)
         v3 = current_v3(ds)
-        point = time_day(ds, v3, clock, repeat=1, floors=False)
-        points.append(
-            {
-                "state_rows": n,
-                "change_rows": ds.change_rows,
-                "copy_s": point["copy"]["best_s"],
-                "merge_into_mor_s": point["merge_into_mor"]["best_s"],
-                "load_1m": point["copy"]["load_1m"] + point["merge_into_mor"]["load_1m"],
-            }
-        )
+        point = time_day(ds, v3, clock, repeat=1, floors=False, check=False)
+        points.append(_scaling_point(ds, point))
         _progress({"scaling_point": points[-1]})
     return points
 
@@ -300,48 +390,60 @@ def run(args) -> dict:
 
 
 def measure(store, work: Path, args, started: float) -> dict:
-    """Every part of the benchmark in `store`'s session (the test runs it in the test session)."""
+    """Every part of the benchmark (`args.parts`) in `store`'s session (the test runs it in the test session)."""
     clock = bm.Clock(store.spark)
     result: dict = {
         "machine": {"cpus": os.cpu_count(), "spark_master": store.spark.sparkContext.master},
         "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
         "rows": args.rows,
         "changes": args.changes,
+        "parts": args.parts,
         "ours_available": ours_merge() is not None,
         "data_generator": use_spark_generator(store.spark),
     }
-    ds = bm.Dataset(store, work, args.rows, args.changes)
-    v3 = current_v3(ds)
-    result["day"] = time_day(ds, v3, clock, args.repeat, floors=True)
-    _progress(result)
-    result["reads"] = reads(ds, v3, clock, args.repeat)
-    _progress(result)
-    result["storage"] = storage_after_days(ds, args.days, args.retention)
-    _progress(result)
-    others = [n for n in args.scaling if n != args.rows]
-    points = scaling(store, work, others, args.changes, clock) if others else []
-    main_point = {
-        "state_rows": args.rows,
-        "change_rows": ds.change_rows,
-        "copy_s": result["day"]["copy"]["best_s"],
-        "merge_into_mor_s": result["day"]["merge_into_mor"]["best_s"],
-    }
-    result["scaling"] = sorted([*points, main_point], key=lambda p: p["state_rows"])
-    first, last = result["scaling"][0], result["scaling"][-1]
-    if last["state_rows"] > first["state_rows"]:
-        result["scaling_growth"] = {
-            "rows_factor": round(last["state_rows"] / first["state_rows"], 1),
-            "copy_time_factor": round(last["copy_s"] / first["copy_s"], 2),
-            "merge_into_mor_time_factor": round(last["merge_into_mor_s"] / first["merge_into_mor_s"], 2),
-        }
+    needs_main = {"day", "reads", "storage"} & set(args.parts) or args.rows in args.scaling
+    ds = bm.Dataset(store, work, args.rows, args.changes) if needs_main else None
+    v3 = current_v3(ds) if needs_main else None
+    if needs_main and ("day" in args.parts or "scaling" in args.parts):
+        result["day"] = time_day(ds, v3, clock, args.repeat, floors="day" in args.parts)
+        _progress(result)
+    if "reads" in args.parts:
+        result["reads"] = reads(ds, v3, clock, args.repeat)
+        _progress(result)
+    if "storage" in args.parts:
+        result["storage"] = storage_after_days(
+            ds, args.days, args.retention, args.storage_share, args.daily_upkeep
+        )
+        _progress(result)
+    if "scaling" in args.parts:
+        others = [n for n in args.scaling if n != args.rows]
+        points = scaling(store, work, others, args.changes, clock) if others else []
+        if "day" in result:
+            points.append(_scaling_point(ds, result["day"]))
+        result["scaling"] = sorted(points, key=lambda p: p["state_rows"])
+        result["scaling_growth"] = _growth(result["scaling"])
     result["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     result["total_wall_s"] = round(time.perf_counter() - started, 1)
     return result
 
 
+def _growth(points: list[dict]) -> dict:
+    """Time factors from the smallest state to the largest (the same changes)."""
+    first, last = points[0], points[-1]
+    if last["state_rows"] <= first["state_rows"]:
+        return {}
+    out = {"rows_factor": round(last["state_rows"] / first["state_rows"], 1)}
+    for m in ("copy", "merge_into_mor", "ours"):
+        if f"{m}_s" in first and f"{m}_s" in last:
+            out[f"{m}_time_factor"] = round(last[f"{m}_s"] / first[f"{m}_s"], 2)
+    return out
+
+
 def _progress(result: dict) -> None:
     print(json.dumps(result, default=str), file=sys.stderr, flush=True)
 
+
+PARTS = ("day", "reads", "storage", "scaling")
 
 # (flag, type, help): every size has a full and a --quick default (parse_args).
 OPTIONS = [
@@ -360,16 +462,37 @@ def parse_args(argv: list[str] | None = None):
     )
     for flag, kind, text in OPTIONS:
         parser.add_argument(flag, type=kind, help=text)
-    parser.add_argument("--retention", type=int, default=7, help="days of tags the upkeep keeps (default 7)")
+    parser.add_argument(
+        "--retention",
+        default="7",
+        help="days of tags the upkeeps keep, comma-separated, longest first (default 7)",
+    )
+    parser.add_argument(
+        "--daily-upkeep", type=int, help="the storage days run the upkeep after each day with this retention"
+    )
+    parser.add_argument(
+        "--storage-share",
+        type=int,
+        help="the storage days replace 1/N of the rows each (default rows/changes)",
+    )
     parser.add_argument("--driver-memory", default="6g")
+    parser.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help=f"what to measure, comma-separated (default all: {','.join(PARTS)})",
+    )
     args = parser.parse_args(argv)
     args.rows = args.rows or (20_000 if args.quick else 5_000_000)
     args.changes = args.changes or (2_000 if args.quick else 500_000)
     default_scaling = "10000,40000" if args.quick else "1000000,20000000"
     args.scaling = [int(n) for n in (args.scaling or default_scaling).split(",") if n]
     args.days = args.days or (3 if args.quick else 30)
-    args.retention = min(args.retention, args.days)
+    args.retention = [min(int(r), args.days) for r in str(args.retention).split(",") if r]
     args.repeat = args.repeat or (1 if args.quick else 2)
+    args.parts = [p for p in args.parts.split(",") if p]
+    unknown = sorted(set(args.parts) - set(PARTS))
+    if unknown:
+        parser.error(f"--parts: unknown {unknown}; known: {', '.join(PARTS)}")
     return args
 
 

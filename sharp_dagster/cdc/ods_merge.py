@@ -2,26 +2,29 @@
 deletes of the rows they replace, written merge-on-read on a staging branch.
 
 `day_rows` is `merge.merge_day` restricted to the keys the day touches: the day is folded as `merge_day` folds it
-(`merge._delta`), the state rows of those keys are found by a semi-join against the day's keys (broadcast), and
-each key's row after the day is `merge_result.finalize` of the two, the function `merge_day` ends with. So
-`merge_day(state, day)` is exactly the state's untouched rows plus `day_rows` (a test holds them to it). A day
-with a truncate, or a DDL that gives existing rows a default, changes rows it never names: then every state row is
-a touched row.
+(`merge._delta`), the state rows of those keys are found by a key-only look at the state (keys, position, deleted
+flag; the day's keys broadcast), the state's other columns are read only for the rows whose values the result
+keeps (a partial image, a replayed older event), and each key's row after the day is `merge_result.finalize` of
+the two, the function `merge_day` ends with. So `merge_day(state, day)` is exactly the state's untouched rows plus
+`day_rows` (a test holds them to it). A day with a truncate, or a DDL that gives existing rows a default, changes
+rows it never names: then every state row is a touched row.
 
-`merge_into` writes those rows onto a branch of both tables with Spark's `MERGE INTO` (merge-on-read: the target
-is scanned for its key columns and row positions only, the replaced rows get deletion vectors, the new rows are
-appended): live rows to `ods.<table>`, the keys the day deleted to `ods_state.<table>` (with the delete's
-position), the keys it brought back removed from there. Nothing of the untouched state is rewritten.
+`merge_into` writes those rows onto a branch of both tables (merge-on-read: the replaced rows get deletion vectors,
+the new rows are appended): to `ods.<table>` by a `MERGE INTO` that only updates or deletes the rows it holds of
+the touched keys (the day's rows broadcast past a key-only scan of the state) and an append of the rows of keys
+new to it; the keys the day deleted to `ods_state.<table>` (with the delete's position), the keys it brought back
+removed from there. Nothing of the untouched state is rewritten, and the state is never shuffled.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sharp_dagster.cdc import ods_store
@@ -36,7 +39,7 @@ from sharp_dagster.cdc.merge import (
     table_events,
 )
 from sharp_dagster.cdc.merge_plan import MergePlan, delta_key_names
-from sharp_dagster.cdc.merge_result import DELETED_COLUMN, SEQ_COLUMN
+from sharp_dagster.cdc.merge_result import DELETED_COLUMN, SEQ_COLUMN, SEQ_TYPE
 from sharp_dagster.cdc.merge_result import finalize as _finalize
 from sharp_dagster.cdc.ods_versions import day_tag, ods_ref, tombstones_ref
 from sharp_dagster.failpoints import failpoint
@@ -87,14 +90,80 @@ def day_rows(
     if base is None:
         return DayRows(checkpoint(delta.select(*_finalize(plan, False, True))), plan, null_key)
     state = conform_base(base, plan)
-    if not (plan.truncates or plan.defaults):
-        small = keys <= broadcast_max_rows
-        day_keys = delta.select(*delta_key_names(plan))
-        state = state.join(F.broadcast(day_keys) if small else day_keys, key_condition(plan), "left_semi")
-        joined = state.join(delta, key_condition(plan), "right")
-    else:  # the day changes rows it never names: every state row is touched
+    if plan.truncates or plan.defaults:  # the day changes rows it never names: every state row is touched
         joined = state.join(delta, key_condition(plan), "full_outer")
+    else:
+        small = keys <= broadcast_max_rows
+        touched = _touched_state(state, delta, plan, null_key, small)
+        # The state's rows of the day's keys (at most one per key) broadcast past the day: only the fold shuffles.
+        joined = (F.broadcast(touched) if small else touched).join(
+            delta, key_condition(plan, null_key), "right"
+        )
     return DayRows(checkpoint(joined.select(*_finalize(plan, True, None))), plan, null_key)
+
+
+def _touched_state(
+    state: DataFrame, delta: DataFrame, plan: MergePlan, null_key: bool, small: bool
+) -> DataFrame:
+    """The state's rows of the day's keys, with the values `finalize` takes from them; the others null.
+
+    First a key-only look (keys, shard, position, deleted flag): the state rows of the day's keys. A value of the
+    state row is used only when no event of the day newer than it sets the column (a partial image, a replayed
+    older event), so the state's other columns are read only when such a row exists, only those columns, and
+    only for those rows' keys. A day of full images newer than the state reads no value column of the state: the
+    look stays key-only and its cost grows with the state's key column alone.
+    """
+    # A plain equi-join probes a faster hash table; without a null key in the day it is the same join.
+    on = key_condition(plan, null_key)
+    hint = F.broadcast if small else (lambda df: df)
+    lean = _state_cols(plan, [])
+    day_keys = delta.select(*delta_key_names(plan))
+    found = checkpoint(state.select(*lean).join(hint(day_keys), on, "left_semi"))
+    needs = _needs(plan)
+    marked = (
+        hint(found)
+        .join(delta, on, "inner")
+        .select(*delta_key_names(plan), *[n.alias(f"__n{j}") for j, n in enumerate(needs)])
+    )
+    wanted = [f"__n{j}" for j in range(len(needs))]
+    if not wanted:
+        return found.select(*_state_cols(plan, [], fill=True))
+    marked = checkpoint(marked.where(" OR ".join(f"`{w}`" for w in wanted)))
+    used = marked.agg(*[F.max(w).alias(w) for w in wanted]).first() if not marked.isEmpty() else None
+    columns = [c for j, (c, _) in enumerate(plan.values) if used is not None and used[f"__n{j}"]]
+    if not columns:
+        return found.select(*_state_cols(plan, [], fill=True))
+    needy = marked.select(*delta_key_names(plan))
+    full = state.select(*_state_cols(plan, columns)).join(hint(needy), on, "left_semi")
+    rest = found.join(hint(needy), on, "left_anti")
+    return full.select(*_state_cols(plan, columns, fill=True)).unionByName(
+        rest.select(*_state_cols(plan, [], fill=True))
+    )
+
+
+def _state_cols(plan: MergePlan, values: Sequence[str], fill: bool = False) -> list:
+    """The state's key, shard, position, deleted flag and `values` columns; with `fill`, every column of the
+    state in `conform_base`'s order, the others typed nulls."""
+    kept = {c.lower() for c in [*plan.keys, *([plan.shard] if plan.shard else []), *values]}
+    out = []
+    for name, typ in plan.columns:
+        if name.lower() in kept:
+            out.append(F.col(f"`{name}`"))
+        elif fill:
+            out.append(F.lit(None).cast(typ).alias(name))
+    return [*out, F.col(SEQ_COLUMN), F.col(DELETED_COLUMN)]
+
+
+def _needs(plan: MergePlan) -> list[Column]:
+    """Per value column, on a state row joined with its key's fold: does `finalize` take the state's value? Yes
+    for a live row when no event of the day newer than it set the column."""
+    base_seq = F.col(SEQ_COLUMN).cast(SEQ_TYPE)
+    out = []
+    for j in range(len(plan.values)):
+        setter = F.col(f"__c{j}")["s"]
+        newer = setter.isNotNull() & (base_seq.isNull() | (setter > base_seq))
+        out.append(~F.col(DELETED_COLUMN) & ~newer)
+    return out
 
 
 def merge_into(
@@ -168,27 +237,98 @@ def _evolve(store: IcebergTables, table: str, plan: MergePlan, day: str) -> None
 
 
 def _write(store: IcebergTables, table: str, branch: str, view: str, plan: MergePlan, null_key: bool) -> None:
-    """Two `MERGE INTO`s on the branch: the live rows of the touched keys, and their tombstones."""
+    """The touched keys' rows on the branch: `ods.<table>` gets their live rows, `ods_state.<table>` their
+    tombstones. `ods`: a `MERGE INTO` that only matches (update or delete the rows it holds of those keys: an inner
+    join, the day's rows broadcast past a key-only scan of the state, which is never shuffled), then the rows of
+    keys new to it appended; a day too big to broadcast takes one `MERGE INTO` with an insert clause (an outer
+    join: both sides shuffled). `ods_state`: one `MERGE INTO` from the rows' key, position and deleted flag."""
     eq = "<=>" if null_key else "="  # a plain equi-join probes a faster hash table
     on = " AND ".join(f"t.`{k}` {eq} s.`{k}`" for k in plan.keys)
     live_cols = [c for c, _ in plan.columns] + [SEQ_COLUMN]
     dead_cols = [*tombstone_columns(plan), SEQ_COLUMN]
     deleted = f"s.`{DELETED_COLUMN}`"
     ods, dead = (f"{store.name(ref)}.`branch_{branch}`" for ref in (ods_ref(table), tombstones_ref(table)))
+    matched = f"WHEN MATCHED AND {deleted} THEN DELETE WHEN MATCHED THEN UPDATE SET {_assign(live_cols)} "
+    rows = store.spark.table(view)
+    if rows.count() > BROADCAST_MAX_ROWS:
+        inserted = f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT {_insert(live_cols)}"
+        store.spark.sql(f"MERGE INTO {ods} t USING {view} s ON {on} {matched}{inserted}")
+    else:
+        held, new = _split_held(store, ods, rows, plan, null_key)
+        if not held.isEmpty():  # an empty MERGE would still commit a snapshot
+            # The source is broadcast by its size: Spark drops a broadcast hint on a MERGE's source (the join
+            # already carries the hint that keeps the target from being broadcast for the MERGE's cardinality
+            # check). A cached frame's statistics are its real size once it is computed.
+            held = held.cache()
+            held.count()
+            size = int(held._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+            try:
+                with _temp_view(held) as source, _broadcast_up_to(store.spark, size):
+                    store.spark.sql(f"MERGE INTO {ods} t USING {source} s ON {on} {matched}")
+            finally:
+                held.unpersist()
+        if not new.isEmpty():
+            with _temp_view(new) as source:
+                names = _names(live_cols)  # by name: an added column sits after `_binlog_seq` in the table
+                store.spark.sql(f"INSERT INTO {ods} ({names}) SELECT {names} FROM {source}")
+    source = f"(SELECT {_names([*dead_cols, DELETED_COLUMN])} FROM {view})"
     store.spark.sql(
-        f"MERGE INTO {ods} t USING {view} s ON {on} "
-        f"WHEN MATCHED AND {deleted} THEN DELETE "
-        f"WHEN MATCHED THEN UPDATE SET {_assign(live_cols)} "
-        f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT {_insert(live_cols)}"
-    )
-    store.spark.sql(
-        f"MERGE INTO {dead} t USING {view} s ON {on} "
+        f"MERGE INTO {dead} t USING {source} s ON {on} "
         f"WHEN MATCHED AND NOT {deleted} THEN DELETE "
         f"WHEN MATCHED THEN UPDATE SET t.`{SEQ_COLUMN}` = s.`{SEQ_COLUMN}` "
         f"WHEN NOT MATCHED AND {deleted} THEN INSERT {_insert(dead_cols)}"
     )
     for ref in ods_store.both(table):
         store._refresh(ref)
+
+
+def _split_held(
+    store: IcebergTables, ods: str, rows: DataFrame, plan: MergePlan, null_key: bool
+) -> tuple[DataFrame, DataFrame]:
+    """The day's rows split by a key-only look at `ods` (its key columns, the day's keys broadcast): those of keys
+    it holds (to update or delete) and the live rows of keys it does not (to append). Materialized once."""
+    names = delta_key_names(plan)
+    day_keys = rows.select(*[F.col(f"`{k}`").alias(n) for k, n in zip(plan.keys, names, strict=True)])
+    state_keys = store.spark.sql(f"SELECT {_names(plan.keys)} FROM {ods}")
+    held = state_keys.join(F.broadcast(day_keys), key_condition(plan, null_key), "left_semi")
+    held = held.select(*[F.col(f"`{k}`").alias(n) for k, n in zip(plan.keys, names, strict=True)])
+    flagged = rows.join(
+        F.broadcast(held.withColumn("__held", F.lit(True))), key_condition(plan, null_key), "left"
+    )
+    flagged = checkpoint(
+        flagged.select(*[F.col(f"`{c}`") for c in rows.columns], F.col("__held").isNotNull().alias("__held"))
+    )
+    new = flagged.where(~F.col("__held") & ~F.col(DELETED_COLUMN)).drop("__held")
+    return flagged.where(F.col("__held")).drop("__held"), new
+
+
+@contextmanager
+def _broadcast_up_to(spark: SparkSession, size: int) -> Iterator[None]:
+    """Spark broadcasts a join side of up to `size` bytes (by its statistics) while in this block."""
+    key = "spark.sql.autoBroadcastJoinThreshold"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, str(size + 1))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
+@contextmanager
+def _temp_view(df: DataFrame) -> Iterator[str]:
+    name = f"__ods_day_{uuid.uuid4().hex}"
+    df.createOrReplaceTempView(name)
+    try:
+        yield name
+    finally:
+        df.sparkSession.catalog.dropTempView(name)
+
+
+def _names(columns: Sequence[str]) -> str:
+    return ", ".join(f"`{c}`" for c in columns)
 
 
 def _assign(columns: Sequence[str]) -> str:
