@@ -151,7 +151,7 @@ defs = Definitions(
     assets=[
         *with_explorer_links([*cdc_source_assets, *source_assets, *landing, *ods_assets]),
         *sql_assets,
-        *upkeep_assets,
+        *with_explorer_links(upkeep_assets),
     ],
     asset_checks=governance_checks,
     jobs=[warehouse_job, landing_job, upkeep_job, *source_jobs],

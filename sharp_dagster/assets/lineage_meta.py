@@ -121,12 +121,14 @@ def table_of_key(key: AssetKey) -> str:
 
 
 def with_explorer_links(assets: Iterable[Any]) -> list[Any]:
-    """The non-SQL assets (CDC landing and merge, source tables) with the URL of their explorer page, so every
-    asset of the UI links to its lineage (the SQL assets get it with `lineage_metadata`)."""
+    """The non-SQL assets (CDC landing and merge, source tables, ODS upkeep) with the URL of their explorer page,
+    so every asset of the UI links to its lineage (the SQL assets get it with `lineage_metadata`). An asset that
+    names its warehouse table (`dagster/table_name`: an upkeep asset names the ODS table it maintains) links to
+    that table's page, any other to its key's."""
 
     def link(spec: AssetSpec) -> AssetSpec:
-        return spec.merge_attributes(
-            metadata={EXPLORER_URL_KEY: MetadataValue.url(table_url(table_of_key(spec.key)))}
-        )
+        named = spec.metadata.get("dagster/table_name")
+        table = str(getattr(named, "value", named)) if named else table_of_key(spec.key)
+        return spec.merge_attributes(metadata={EXPLORER_URL_KEY: MetadataValue.url(table_url(table))})
 
     return list(map_asset_specs(link, list(assets)))
