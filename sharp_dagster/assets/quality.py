@@ -49,8 +49,20 @@ def load_project_rules(
         raise WarehouseDefinitionError(f"data-quality rules: {exc}") from exc
     by_asset: dict[str, list[Rule]] = {}
     for rule in rules:
+        _check_other_day(rule, catalog.day_tagged)
         by_asset.setdefault(rule.asset, []).append(rule)
     return by_asset
+
+
+def _check_other_day(rule: Rule, day_tagged: frozenset[str]) -> None:
+    """A rule comparing with an ODS table's day reads its tag: the table has no `dt` partitions (`cdc.ods_versions`)."""
+    other = str(rule.params.get("other") or "").lower()
+    if other in day_tagged and rule.params.get("other_partition", "same") == "same":
+        raise WarehouseDefinitionError(
+            f"data-quality rules: {rule.source}: rule {rule.id!r} (asset {rule.asset}) compares with {other}, whose "
+            "days are tags, not dt partitions: set `other_partition: tag` (its day, VERSION AS OF '${dt}') or "
+            "`all` (its latest state)"
+        )
 
 
 def check_specs(asset_key_path: list[str], rules: list[Rule], partitions_def) -> list[AssetCheckSpec]:

@@ -3,7 +3,8 @@
 The asset's upstream tables come from the SQL itself (parsed); a table that is an asset becomes a partition-mapped
 dependency, a table that is not becomes an external source asset. Upstream partitions are not loaded by the IO
 manager before the run starts: the run lifecycle first claims the period and passes the upstream gate (every
-upstream period it reads SUCCESS in the job log), then its `read` step reads them (a missing one fails, named).
+upstream period it reads SUCCESS in the job log), then its `read` step checks them (a missing partition, or a
+missing tag of an ODS day, fails, named).
 The asset runs its SQL for one partition, variables substituted from the partition window; the rows go through the
 one publish lifecycle (`sharp_dagster.publish`): staged, audited, fenced, published.
 """
@@ -23,6 +24,7 @@ from dagster import (
 )
 
 from sharp_dagster.assets import lineage_runtime, quality
+from sharp_dagster.cdc.ods_read import require_days
 from sharp_dagster.joblog.planner import LogDrivenAsset
 from sharp_dagster.naming import parts
 from sharp_dagster.partitions import partitions_for
@@ -32,6 +34,7 @@ from sharp_dagster.publish.run import AssetPublish, PartitionRun
 from sharp_dagster.redact import scrub_text
 from sharp_dagster.resources.io_manager import table_ref_for
 from sharp_dagster.warehouse.catalog import SqlTable, WarehouseCatalog
+from sharp_dagster.warehouse.sources import day_tagged_tables
 
 
 def asset_key_of(qualified: str) -> AssetKey:
@@ -94,16 +97,13 @@ def build_sql_asset(
 
         def compute(key: str, run: PartitionRun):
             with run.step("read", source_type="iceberg") as rec:
-                # Every upstream partition must hold rows (a missing one fails, named); the SQL reads the tables by
-                # name. The rows read are counted from the tables' metadata, not by a scan.
+                # Every upstream partition must hold rows, every upstream ODS day must have its tag (a missing one
+                # fails, named); the SQL reads the tables by name. The rows read are counted from the tables'
+                # metadata, not by a scan.
+                needed_by = f"{table.asset_key_str}[{key}]"
                 rec.source_count = run.source_count = sum(
-                    run.tables.require_partitions(
-                        table_ref_for(parts(up), grains.get(up, table.grain)),
-                        [
-                            partition_values(k, grains.get(up, table.grain))
-                            for k in upstream_keys(table, up, key, grains)
-                        ],
-                        needed_by=f"{table.asset_key_str}[{key}]",
+                    require_upstream(
+                        run.tables, table, up, upstream_keys(table, up, key, grains), grains, needed_by
                     )
                     for up in upstream_assets
                 )
@@ -130,6 +130,18 @@ def _transform(context, run: PartitionRun, table: SqlTable, key: str, spark_reso
             raise Failure(  # the error text may quote a JDBC URL: scrubbed, and not chained (its text is raw)
                 description=scrub_text(f"{table.qualified}: the SQL of {table.path} failed for {key}: {exc}")
             ) from None
+
+
+def require_upstream(
+    tables, table: SqlTable, up: str, keys: list[str], grains: dict[str, str], needed_by: str
+) -> int:
+    """The rows of the upstream periods one partition reads: a `dt` table's partitions, or an ODS table's day
+    tags (`cdc.ods_read`: the SQL reads them `VERSION AS OF '${dt}'`)."""
+    if up in day_tagged_tables():
+        return require_days(tables, parts(up)[1], keys, needed_by=needed_by)
+    grain = grains.get(up, table.grain)
+    ref = table_ref_for(parts(up), grain)
+    return tables.require_partitions(ref, [partition_values(k, grain) for k in keys], needed_by=needed_by)
 
 
 def upstream_keys(table: SqlTable, upstream: str, key: str, grains: dict[str, str]) -> list[str]:

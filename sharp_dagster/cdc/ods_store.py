@@ -168,9 +168,12 @@ def drop_branch(store: IcebergTables, table: str, branch: str) -> None:
             store.drop_branches(ref, [branch])
 
 
-def rollback_to_day(store: IcebergTables, table: str, day: str) -> list[str]:
+def rollback_to_day(
+    store: IcebergTables, table: str, day: str, expected_main: int | None = None
+) -> list[str]:
     """Move `main` of both tables back to day `day`'s tag and drop the tags of the later days (no longer
-    published); returns those later days."""
+    published); returns those later days. With `expected_main`, refuse (`StalePublishError`, nothing moved) when
+    `ods.<table>`'s `main` is no longer there: the caller decided what to undo from what it read."""
     tag = day_tag(day)
     later = [d for d in published_days(store, table) if d > day]
     for ref in both(table):
@@ -179,6 +182,12 @@ def rollback_to_day(store: IcebergTables, table: str, day: str) -> list[str]:
             at = t.refs().get(tag)
             if at is None:
                 raise LookupError(f"{ref.qualified} has no tag {tag!r}: day {day} was never published")
+            main = t.currentSnapshot()
+            main_id = int(main.snapshotId()) if main is not None else None
+            if expected_main is not None and ref == ods_ref(table) and main_id != expected_main:
+                raise StalePublishError(
+                    f"{ref.qualified}: main moved to snapshot {main_id} since it was read at {expected_main}"
+                )
             manage = t.manageSnapshots().replaceBranch("main", at.snapshotId())
             for d in later:
                 if t.refs().containsKey(day_tag(d)):

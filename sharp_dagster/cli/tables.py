@@ -3,11 +3,13 @@
 - `sql "select ..."` runs one query in the project's Spark session (the Iceberg catalog `sharp` is its default
   catalog, so tables are named `ods.orders`) and prints the result: an aligned text table, CSV or JSON. It is
   read-only: anything but a query, SHOW, DESCRIBE or EXPLAIN is refused by `cli/readonly_sql.py` before it runs.
-- `table history ods/orders` lists `main`'s snapshots, oldest first, with the attempt that published each
-  (`sharp.token`, `sharp.job_id`, `sharp.partition` of the snapshot summary).
-- `table rollback ods/orders --to SNAPSHOT_ID` makes an older snapshot current again and records, for every period
-  whose publish it undoes, a FAILURE attempt in the job log (`sharp_dagster.joblog.rollback`), so the planner runs
-  those periods again and downstream waits for them.
+- `table history dwd/order_detail` lists `main`'s snapshots, oldest first, with the attempt that published each
+  (`sharp.token`, `sharp.job_id`, `sharp.partition` of the snapshot summary); of an ODS table, also its published
+  days (tags).
+- `table rollback dwd/order_detail --to SNAPSHOT_ID` makes an older snapshot current again and records, for every
+  period whose publish it undoes, a FAILURE attempt in the job log (`sharp_dagster.joblog.rollback`), so the planner
+  runs those periods again and downstream waits for them. An ODS table goes back to a day instead
+  (`--to-day YYYY-MM-DD`, `cli/ods_days.py`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def register(subparsers: Any) -> None:
         help="run one read-only query (SELECT, SHOW, DESCRIBE, EXPLAIN) on the warehouse and print the result",
     )
     p.add_argument(
-        "statement", metavar="SQL", help="e.g. \"select * from ods.orders where dt = '2024-01-01'\""
+        "statement", metavar="SQL", help="e.g. \"select * from ods.orders version as of '2024-01-01'\""
     )
     p.add_argument("--format", choices=["text", "csv", "json"], default="text", help="output (default text)")
     p.add_argument("--limit", type=int_range(0, 1_000_000), default=100, help="rows to print (default 100)")
@@ -57,16 +59,23 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser(
-        "rollback", help="make an older snapshot current again; the periods it undoes become FAILURE"
+        "rollback",
+        help="make an older snapshot (an ODS table: day) current again; what it undoes becomes FAILURE",
     )
-    p.add_argument("table", metavar="TABLE", help="ods/orders or ods.orders")
-    p.add_argument(
+    p.add_argument("table", metavar="TABLE", help="dwd/order_detail, ods/orders or ods.orders")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument(
         "--to",
         dest="to",
-        required=True,
         type=int_range(-(2**63), 2**63 - 1),
         metavar="SNAPSHOT_ID",
-        help="snapshot to restore",
+        help="snapshot to restore (of an ODS table: a day tag's snapshot)",
+    )
+    to.add_argument(
+        "--to-day",
+        dest="to_day",
+        metavar="YYYY-MM-DD",
+        help="an ODS table: the published day to go back to (its tag); the later days are unpublished",
     )
     p.add_argument("--reason", default=None, help="why; recorded in the job log")
     p.set_defaults(func=cmd_rollback)
@@ -227,11 +236,20 @@ def _history_rows(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    from sharp_dagster.cdc.ods_read import is_day_tagged
+    from sharp_dagster.cli import ods_days
+
     tables = _tables(_settings())
     ref = _ref(args.table, tables)
     rows = _history_rows(tables.history(ref))
+    days = ods_days.day_rows(tables, ref.name) if is_day_tagged(tables, ref.database, ref.name) else None
     if args.format == "json":
-        print(json.dumps({"table": ref.qualified, "snapshots": rows}, indent=2))
+        print(
+            json.dumps(
+                {"table": ref.qualified, "snapshots": rows, **({"days": days} if days is not None else {})},
+                indent=2,
+            )
+        )
         return 0
     if not rows:
         print(f"{ref.qualified}: no snapshots")
@@ -263,38 +281,66 @@ def cmd_history(args: argparse.Namespace) -> int:
     ]
     print(f"{ref.qualified}: {len(rows)} snapshot(s) of main, oldest first")
     print(_text_table(headers, body))
+    if days is not None:
+        print(
+            f"\n{ref.qualified}: {len(days)} published day(s), each a tag (read as VERSION AS OF 'YYYY-MM-DD')"
+        )
+        if days:
+            print(_text_table(*ods_days.day_table(days)))
     return 0
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
+    from sharp_dagster.cdc.ods_read import is_day_tagged
+    from sharp_dagster.cdc.ods_versions import ODS_DATABASE, TOMBSTONE_DATABASE
+    from sharp_dagster.cli import ods_days
     from sharp_dagster.joblog.rollback import RollbackRefused, rollback_table
     from sharp_dagster.spark.wap import StalePublishError
 
     settings = _settings()
-    _ref(args.table)  # a malformed name is refused before the job log or Spark is touched
+    named = _ref(args.table)  # a malformed name is refused before the job log or Spark is touched
+    if named.database == TOMBSTONE_DATABASE:
+        raise CliError(
+            f"{named.qualified} moves with ods.{named.name}: roll back ods.{named.name} (--to-day YYYY-MM-DD)"
+        )
     specs = _known_assets()  # the same asset specs as `sharp-dagster log rerun`
     job_log = open_job_log(settings.log_db_url, "job log unavailable, nothing was changed: ")
     tables = _tables(settings)
     ref = _ref(args.table, tables)
+    day_tagged = is_day_tagged(tables, ref.database, ref.name)
+    if args.to is None and not day_tagged:
+        why = (
+            f"{ref.qualified} keeps its days as dt partitions: migrate it (`sharp-dagster ods migrate {ref.name}`) "
+            "or use --to SNAPSHOT_ID"
+            if ref.database == ODS_DATABASE
+            else f"--to-day is for an ODS table (its days are tags); {ref.qualified}: --to SNAPSHOT_ID"
+        )
+        raise CliError(why)
 
     def roll(target: int, expected_head: int | None) -> int | None:
         return tables.rollback(ref, target, expected_head=expected_head)
 
     try:
-        result = rollback_table(
-            job_log,
-            table=ref.qualified,
-            default_job_name=f"{ref.database}/{ref.name}",
-            history=tables.history(ref),
-            target=args.to,
-            specs=specs,
-            rollback=roll,
-            reason=args.reason,
-        )
+        if day_tagged:
+            result = ods_days.rollback(tables, job_log, ref.name, args, specs)
+        else:
+            result = rollback_table(
+                job_log,
+                table=ref.qualified,
+                default_job_name=f"{ref.database}/{ref.name}",
+                history=tables.history(ref),
+                target=args.to,
+                specs=specs,
+                rollback=roll,
+                reason=args.reason,
+            )
     except RollbackRefused as exc:
         raise CliError(f"rollback of {ref.qualified} refused, nothing changed: {exc}") from None
     except (StalePublishError, LookupError, ValueError) as exc:
         raise CliError(f"rollback of {ref.qualified} failed: {exc}") from None
+    if result.target_day is not None:
+        ods_days.print_result(result)
+        return 0
 
     print(
         f"{ref.qualified}: main restored to snapshot {result.target_snapshot_id} "

@@ -16,8 +16,8 @@ def _expr(*groups: str) -> frozenset[str]:
 
 
 # Query operators: what a SELECT (joins, set operations, grouping, windows, CTEs, generators, VALUES, hints) is
-# made of, parsed and analysed. Commands, data sources, scripts, EXECUTE IMMEDIATE, time travel, streaming and
-# the IDENTIFIER clause are plan nodes too, and none of them is here.
+# made of, parsed and analysed. Commands, data sources, scripts, EXECUTE IMMEDIATE, streaming and the IDENTIFIER
+# clause are plan nodes too, and none of them is here (time travel is a relation: below).
 PLAN_NODES = frozenset(
     f"plans.logical.{n}"
     for n in """
@@ -32,6 +32,9 @@ PLAN_NODES = frozenset(
 )
 # Relations: checked by name, never walked into (the staged rows' own plan is the pipeline's, not the rule's).
 UNRESOLVED_RELATION = "analysis.UnresolvedRelation"
+# `t VERSION AS OF v` / `t TIMESTAMP AS OF ts`: a read of a version of table `t` (an ODS table's day is its tag),
+# allowed when `t` is a declared table (`plan_guard._time_travel`; its relation is a field, not a child).
+TIME_TRAVEL = "analysis.RelationTimeTravel"
 UNRESOLVED_TABLE_FUNCTION = "analysis.UnresolvedTableValuedFunction"
 VIEW = "plans.logical.View"
 TABLE_RELATIONS = frozenset(
@@ -204,7 +207,6 @@ REFUSED = {
     "ExpressionWithUnresolvedIdentifier": "names an object at run time (IDENTIFIER clause)",
     "PlanWithUnresolvedIdentifier": "names a relation at run time (IDENTIFIER clause)",
     "ScriptTransformation": "runs a shell command (TRANSFORM ... USING)",
-    "RelationTimeTravel": "reads another version of a table (time travel)",
     "UnresolvedExecuteImmediate": "runs a statement built at run time (EXECUTE IMMEDIATE)",
     "CompoundBody": "is a SQL script",
 }

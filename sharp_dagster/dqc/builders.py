@@ -167,11 +167,15 @@ def distinct_count(p, f, k, types=None) -> RuleSql:
     return RuleSql(scan=f"count(DISTINCT {f['columns']})")
 
 
-def _other_where(p: Mapping[str, Any], alias: str = "") -> str:
-    if p.get("other_partition", "same") == "all":
-        return ""
-    prefix = f"{alias}." if alias else ""
-    return f" WHERE {prefix}{quote_ident(p['partition_column'])} = '${{dt}}'"
+def _other_rows(p: Mapping[str, Any], f: Mapping[str, str]) -> str:
+    """The other table's rows a rule compares with: its partition of the same day (`same`), the day's tag of a
+    table that keeps its days as tags (`tag`: an ODS table, `cdc.ods_versions`), or all of it (`all`)."""
+    which = p.get("other_partition", "same")
+    if which == "all":
+        return f["other"]
+    if which == "tag":
+        return f"{f['other']} VERSION AS OF '${{dt}}'"
+    return f"{f['other']} WHERE {quote_ident(p['partition_column'])} = '${{dt}}'"
 
 
 def referential(p, f, k, types=None) -> RuleSql:
@@ -181,7 +185,7 @@ def referential(p, f, k, types=None) -> RuleSql:
     on = " AND ".join(
         f"t.{quote_ident(a)} = o.{quote_ident(b)}" for a, b in zip(keys, other_keys, strict=True)
     )
-    other = f"(SELECT DISTINCT {', '.join(quote_ident(c) for c in other_keys)} FROM {f['other']}{_other_where(p)}) o"
+    other = f"(SELECT DISTINCT {', '.join(quote_ident(c) for c in other_keys)} FROM {_other_rows(p, f)}) o"
     anti = f"FROM ${{table}} t LEFT ANTI JOIN {other} ON {on} WHERE {_not_null_all(keys, 't')}"
     rows = f"SELECT {_t_cols(k)} {anti} LIMIT ${{limit}}" if k else None
     return RuleSql(query=f"SELECT count(1) {anti}", failing_rows=rows)
@@ -204,7 +208,7 @@ def reconciliation(p, f, k, types=None) -> RuleSql:
         raise ParamError("reconciliation against a table needs param 'other' (db.table)")
     if p["metric"] == "sum" and "other_column" not in p and "column" in p:
         p = {**p, "other_column": p["column"]}
-    ref = f"SELECT {_metric(p, 'other_column')} FROM {f['other']}{_other_where(p)}"
+    ref = f"SELECT {_metric(p, 'other_column')} FROM {_other_rows(p, f)}"
     return RuleSql(scan=_metric(p, "column"), reference=ref)
 
 

@@ -7,7 +7,7 @@ the other. So before a rule's query runs, this module judges exactly the text Sp
 1. parse it with the session's parser (`sessionState.sqlParser.parsePlan`, the parser `spark.sql` uses) and walk
    the *parsed* plan: every node a query operator of `allowlist.PLAN_NODES` (no command, script, EXECUTE
    IMMEDIATE, IDENTIFIER, data source), every relation the staged rows, a CTE in scope at that point, or a table of
-   the rule's `reads:`; every function a single-part builtin whose class is allowed. Only a plan that passed this
+   the rule's `reads:` (also read at a version: `VERSION AS OF '2024-01-31'`, how an ODS table's day is read); every function a single-part builtin whose class is allowed. Only a plan that passed this
    reaches the analyzer, so analysis never resolves a path, a persistent function or a statement;
 2. analyse it (Spark's analyzer against the real catalog, with the staged rows' view in place; never executed)
    and walk the *analysed* plan: every plan node, every expression (subqueries' plans included) an allowed class,
@@ -45,6 +45,7 @@ _SUBQUERIES = frozenset(
 _WITH, _RELATION = al.full("plans.logical.UnresolvedWith"), al.full(al.UNRESOLVED_RELATION)
 _TVF, _VIEW = al.full(al.UNRESOLVED_TABLE_FUNCTION), al.full(al.VIEW)
 _FUNCTION = al.full("analysis.UnresolvedFunction")
+_TIME_TRAVEL = al.full(al.TIME_TRAVEL)
 
 
 class NotAnalysed(SqlRejected):
@@ -244,6 +245,9 @@ class _Walker:
         if cls == _RELATION:
             self._relation(node, scope)
             return True
+        if cls == _TIME_TRAVEL:
+            self._time_travel(node, scope, stack)
+            return True
         if cls == _TVF:
             name = ".".join(str(p) for p in seq_items(node.name()))
             if name.lower() not in al.TABLE_FUNCTIONS:
@@ -276,6 +280,19 @@ class _Walker:
             _line(node),
             parts[-1],
         )
+
+    def _time_travel(self, node, scope: frozenset[str], stack: list) -> None:
+        """`t VERSION AS OF '2024-01-31'` / `TIMESTAMP AS OF ...`: a read of an earlier version of a declared table
+        (an ODS table's day is its tag). Its relation is a leaf of this node, not a child: checked here, as a
+        declared table only (a CTE or the staged rows have no versions); a timestamp is walked as an expression."""
+        relation = node.relation()
+        if class_of(relation) != _RELATION:
+            name = str(relation.nodeName())
+            raise SqlRejected(f"custom sql may not travel in time over {name}", _line(node), name)
+        self._relation(relation, frozenset())
+        timestamp = node.timestamp()
+        if timestamp.isDefined():
+            self._expression(timestamp.get(), scope, stack, False)
 
     # -- analysed plan: leaf relations
     def _analysed_leaf(self, node, cls: str) -> bool:

@@ -72,7 +72,9 @@ def _c(name: str) -> ParamSpec:
 
 
 _OTHER_PARTITION = (
-    ParamSpec("other_partition", STRING, required=False, default="same", choices=("same", "all")),
+    # `same`: the other table's `dt` partition of the rule's day; `tag`: the day's tag of a table that keeps its
+    # days as Iceberg tags (an ODS table: `VERSION AS OF '${dt}'`); `all`: the whole table (an ODS table's latest).
+    ParamSpec("other_partition", STRING, required=False, default="same", choices=("same", "tag", "all")),
     # The other table's partition column; checked against its schema when known_tables gives columns.
     ParamSpec("partition_column", COLUMN, required=False, default="dt", of_table="other"),
 )

@@ -11,6 +11,9 @@ downstream's upstream gate would read the old data as done. `rollback_table` the
 4. records on each claimed attempt a `rollback` step with the details and ends it FAILURE, with an error naming
    the snapshot restored and the publishes undone.
 
+An ODS table (`cdc.ods_versions`: one tag per published day) is rolled back to a day instead (`rollback_days`):
+every later day is no longer published (its tag is dropped) and gets the same claim, step and FAILURE.
+
 No Spark and no Dagster here: the caller passes the history rows and the function that rolls the table back. The
 periods' grain and start come from the asset's `PeriodSpec` (the caller's mapping `asset key -> PeriodSpec`, as
 the `sharp-dagster log` commands learn them from the project's layout, `sharp_dagster.warehouse.layout`).
@@ -19,12 +22,12 @@ the `sharp-dagster log` commands learn them from the project's layout, `sharp_da
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sharp_dagster.joblog.errors import ClaimRefused, JobLogError
 from sharp_dagster.joblog.heartbeat import claim_timeout_s
-from sharp_dagster.joblog.models import FAILURE
+from sharp_dagster.joblog.models import FAILURE, SUCCESS
 from sharp_dagster.joblog.records import JobHandle, schedule_id_for
 from sharp_dagster.joblog.store import JobLog
 from sharp_dagster.periods import Period, PeriodSpec
@@ -50,6 +53,7 @@ class UndonePublish:
     run_id: str | None
     added_records: int = 0
     deleted_records: int = 0
+    day: str | None = None  # an ODS table's published day (its tag) that the rollback takes off `main`
 
     def describe(self) -> str:
         who = []
@@ -58,6 +62,8 @@ class UndonePublish:
         if self.job_id:
             who.append(f"job id {self.job_id}")
         by = f", published by {' / '.join(who)}" if who else ""
+        if self.day:
+            return f"day {self.day} (tag {self.day} at snapshot {self.snapshot_id}{by})"
         return f"snapshot {self.snapshot_id}{by}"
 
 
@@ -82,6 +88,7 @@ class RollbackResult:
     periods: list[PeriodRollback]
     # Undone publishes that name no log-driven period (a write outside the job log, an unknown asset): why.
     unrecorded: list[tuple[UndonePublish, str]] = field(default_factory=list)
+    target_day: str | None = None  # an ODS table rolled back to a day's tag (`rollback_days`)
 
 
 def undone_publishes(history: Sequence[Mapping[str, Any]], target: int) -> list[UndonePublish]:
@@ -150,10 +157,10 @@ def _group_periods(
     return list(periods.values()), unrecorded
 
 
-def _error_for(table: str, target: int, period: PeriodRollback, reason: str | None) -> str:
+def _error_for(table: str, restored: str, period: PeriodRollback, reason: str | None) -> str:
     undone = "; ".join(f"{p.describe()}, undone" for p in period.undone)
     why = f": {reason}" if reason else ""
-    return f"rolled back: {table} restored to snapshot {target} ({undone}){why}"
+    return f"rolled back: {table} restored to {restored} ({undone}){why}"
 
 
 def rollback_table(
@@ -195,7 +202,7 @@ def rollback_table(
             job_log.finish(handle, FAILURE, f"rollback of {table} to snapshot {target} failed: {exc}")
         raise
     for p, handle in handles:
-        _record(job_log, handle, p, table, int(target), previous, reason)
+        _record(job_log, handle, p, table, f"snapshot {int(target)}", previous, reason)
     return RollbackResult(
         table=table,
         target_snapshot_id=int(target),
@@ -204,6 +211,76 @@ def rollback_table(
         periods=periods,
         unrecorded=unrecorded,
     )
+
+
+def rollback_days(
+    job_log: JobLog,
+    *,
+    table: str,
+    job_name: str,
+    target_day: str,
+    target_snapshot_id: int,
+    undone: Sequence[UndonePublish],
+    specs: Mapping[str, PeriodSpec],
+    rollback: Callable[[], int | None],
+    reason: str | None = None,
+    run_id: str | None = None,
+) -> RollbackResult:
+    """Roll an ODS table back to published day `target_day` (its tag, at `target_snapshot_id`) and record a FAILURE
+    attempt of asset `job_name` for every later day it unpublishes, as `rollback_table` does for the periods of a
+    `dt` table: refuse a day held by a live run, claim them all, run `rollback()` (which moves `main` to the tag,
+    drops the later days' tags, refuses when `main` moved since `undone` was read, and returns the snapshot it
+    replaced), then a `rollback` step and FAILURE naming the day restored on each.
+
+    `undone`: the later days, oldest first, one `UndonePublish` each (`day` and `partition_key` the day); one that
+    names no attempt gets the job log's latest SUCCESS attempt of its day."""
+    if not undone:
+        raise RollbackRefused(f"{table} is already at day {target_day}: no later day is published")
+    if job_name not in specs:
+        raise RollbackRefused(f"{job_name} is not a log-driven asset")
+    periods = [PeriodRollback(job_name, str(u.partition_key), [u]) for u in undone]
+    windows = _windows(periods, specs)
+    _name_publishers(job_log, periods, windows)
+    _refuse_live_claims(job_log, periods, windows)
+    what = f"rollback of {table} to day {target_day}"
+    handles = _claim(job_log, periods, windows, run_id, what)
+    try:
+        previous = rollback()
+    except BaseException as exc:  # as in `rollback_table`: the days are re-run rather than trusted
+        for _, handle in handles:
+            job_log.finish(handle, FAILURE, f"{what} failed: {exc}")
+        raise
+    restored = f"day {target_day} (tag {target_day}, snapshot {target_snapshot_id})"
+    for p, handle in handles:
+        _record(job_log, handle, p, table, restored, previous, reason)
+    return RollbackResult(
+        table=table,
+        target_snapshot_id=int(target_snapshot_id),
+        previous_snapshot_id=previous,
+        undone=[u for p in periods for u in p.undone],
+        periods=periods,
+        target_day=target_day,
+    )
+
+
+def _name_publishers(
+    job_log: JobLog, periods: Sequence[PeriodRollback], windows: Mapping[tuple[str, str], Period]
+) -> None:
+    """An ODS day's snapshot names no attempt (`MERGE INTO` commits take no snapshot properties): the job log's
+    latest SUCCESS attempt of the day is the one that published it."""
+    starts = {windows[(p.job_name, p.partition_key)].range_start: p for p in periods}
+    for job_name in {p.job_name for p in periods}:
+        latest = job_log.latest_attempts(job_name, starts=sorted(starts))
+        for start, attempt in latest.items():
+            period = starts.get(start)
+            if period is None or attempt.status != SUCCESS or period.job_name != job_name:
+                continue
+            period.undone = [
+                u
+                if u.job_id
+                else replace(u, token=str(attempt.attempt), job_id=attempt.job_id, run_id=attempt.run_id)
+                for u in period.undone
+            ]
 
 
 def _windows(
@@ -268,19 +345,20 @@ def _record(
     handle: JobHandle,
     p: PeriodRollback,
     table: str,
-    target: int,
+    restored: str,
     previous: int | None,
     reason: str | None,
 ) -> None:
     """End a claimed period's attempt FAILURE, with a `rollback` step that names what was undone and why."""
-    p.error = _error_for(table, target, p, reason)
+    p.error = _error_for(table, restored, p, reason)
     with job_log.step(handle, ROLLBACK_STEP, source_type="iceberg", target_type="iceberg") as rec:
         rec.source_count = sum(u.added_records for u in p.undone)
         rec.target_count = 0
-        rec.info(f"{table}: main rolled back from snapshot {previous} to snapshot {target}")
+        rec.info(f"{table}: main rolled back from snapshot {previous} to {restored}")
         for u in p.undone:
+            day = f"day {u.day} (no longer published), " if u.day else ""
             rec.info(
-                f"undone: snapshot {u.snapshot_id} ({u.operation or '?'}), attempt {u.token or '-'}, "
+                f"undone: {day}snapshot {u.snapshot_id} ({u.operation or '?'}), attempt {u.token or '-'}, "
                 f"job id {u.job_id or '-'}, run {u.run_id or '-'}, partition {u.partition_key or '-'}, "
                 f"+{u.added_records} -{u.deleted_records} records"
             )

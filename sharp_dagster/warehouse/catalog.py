@@ -7,7 +7,9 @@ lines of the form `-- @key: value` in it set properties:
 - `@partition: daily | hourly` (default daily), `@start: 2024-01-01` (default `DEFAULT_START`);
 - `@deps: ods.orders, ods.order_item` — optional declared upstream tables; they must agree with the tables the SQL
   reads (the lineage cross-check makes loading fail otherwise);
-- `@lookback: ods.orders=6` — also read the 6 partitions before this one of that upstream.
+- `@lookback: dwd.order_detail=6` — also read the 6 partitions before this one of that upstream. An ODS table's days
+  are tags, not partitions (`warehouse/tagged_reads.py`): `@lookback: ods.orders=1` lets the SQL read the day before
+  too (`VERSION AS OF '${prev_dt}'`); a larger lookback of an ODS table is refused (the SQL could not name the days).
 
 Loading checks every file: unknown `${variables}`, unparsable SQL (the error names the file, line and column), and
 properties. Nothing here imports Dagster or Spark, so the catalog is cheap to load for the CLI and the tests.
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from sharp_dagster.naming import qualified
 from sharp_dagster.settings import DEFAULT_START, WAREHOUSE_SQL_DIR, warehouse_sql_dir
-from sharp_dagster.warehouse.sources import external_schemas, other_assets, source_edges
+from sharp_dagster.warehouse.sources import day_tagged_tables, external_schemas, other_assets, source_edges
 from sharp_dagster.warehouse.variables import VariableError, check_variables, render, window_variables
 
 LAYERS = ("ods", "dwd", "ads")
@@ -71,6 +73,7 @@ class WarehouseCatalog:
     external_schemas: dict[str, dict[str, str]] = field(default_factory=dict)
     extra_edges: list[tuple[str, str]] = field(default_factory=list)
     other_assets: dict[str, str] = field(default_factory=dict)  # tables of non-SQL assets -> grain
+    day_tagged: frozenset[str] = frozenset()  # tables whose days are tags (`ods.<t>`), read `VERSION AS OF`
 
     def by_qualified(self) -> dict[str, SqlTable]:
         return {t.qualified: t for t in self.tables}
@@ -141,7 +144,9 @@ def parse_sql_file(path: Path, layer: str) -> SqlTable:
         for item in raw.split(","):
             table, sep, count = item.strip().partition("=")
             if not sep or not _QUALIFIED.match(table.strip()) or not count.strip().isdigit():
-                raise WarehouseDefinitionError(f"{where}:{lineno}: @lookback items look like ods.orders=6")
+                raise WarehouseDefinitionError(
+                    f"{where}:{lineno}: @lookback items look like dwd.order_detail=6"
+                )
             lookback[table.strip()] = int(count)
 
     try:
@@ -185,4 +190,5 @@ def _load_catalog(sql_dir: Path) -> WarehouseCatalog:
         external_schemas=external_schemas(),
         extra_edges=source_edges(),
         other_assets=other_assets(),
+        day_tagged=day_tagged_tables(),
     )

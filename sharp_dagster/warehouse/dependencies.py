@@ -3,7 +3,8 @@
 The tables come from the lineage engine's parse of the SQL (`sharp_dagster.warehouse.catalog_lineage.project_lineage`), so
 the asset graph is derived from the SQL and cannot drift from it: a table that is an asset becomes an upstream
 asset, any other table an external source. Where a file also declares its deps, the two must agree, or loading
-fails naming the asset and the missing/extra tables. An unparsable file fails naming its path, line and column.
+fails naming the asset and the missing/extra tables. An unparsable file fails naming its path, line and column. An
+ODS table is read one day at a time, by its tag (`tagged_reads.py`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from sharp_dagster.lineage.parser import ScriptLineage
 from sharp_dagster.warehouse.catalog import WarehouseCatalog, WarehouseDefinitionError
 from sharp_dagster.warehouse.catalog_lineage import project_lineage
+from sharp_dagster.warehouse.tagged_reads import check_tagged_reads
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ def resolve(catalog: WarehouseCatalog) -> dict[str, TableDeps]:
     assets = {*catalog.by_qualified(), *catalog.other_assets}
     result: dict[str, TableDeps] = {}
     for table in catalog.tables:
+        check_tagged_reads(table, catalog.day_tagged)
         read = sorted(s for s in lineage[table.qualified].sources if s != table.qualified)
         if table.declared_deps is not None:
             missing = sorted(set(read) - set(table.declared_deps))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from sharp_dagster.cdc.binlog_schema import RAW_BINLOG_COLUMNS, RAW_BINLOG_PARTITION_COLUMNS
 from sharp_dagster.cdc.config import ConfigError
+from sharp_dagster.cdc.merge_result import SEQ_COLUMN, SEQ_TYPE
+from sharp_dagster.cdc.ods_versions import ODS_DATABASE
 from sharp_dagster.warehouse.cdc_layout import (
     OdsTable,
     landing_assets,
@@ -45,11 +47,19 @@ def physical_tables(database: str | None = None) -> dict[str, list[str]]:
 
 
 def ods_schema(t: OdsTable) -> dict[str, str]:
-    """The columns of `ods.<table>` as the daily merge publishes them (sharded tables carry their shard)."""
+    """The columns of `ods.<table>` as the daily merge publishes them (sharded tables carry their shard), and the
+    binlog position of the change that last set each row (`cdc.ods_versions`); no `dt`: a day is a tag."""
     cols = dict(t.table.spark_schema)
     if t.shard_column:
         cols[t.shard_column] = "string"
+    cols[SEQ_COLUMN] = SEQ_TYPE
     return cols
+
+
+def day_tagged_tables() -> frozenset[str]:
+    """The tables whose days are Iceberg tags, not `dt` partitions: every CDC-built `ods.<table>`
+    (`cdc.ods_versions`). A SQL table reads one of its days as `FROM ods.<table> VERSION AS OF '${dt}'`."""
+    return frozenset(f"{ODS_DATABASE}.{t.name}" for t in ods_tables())
 
 
 def external_schemas() -> dict[str, dict[str, str]]:

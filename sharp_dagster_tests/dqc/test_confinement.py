@@ -143,7 +143,11 @@ ATTACKS = [
     ("global_temp_view", "SELECT count(1) FROM ${table} JOIN global_temp.anything g ON 1 = 1", NEITHER),
     ("stream_relation", "SELECT count(1) FROM STREAM dwd.user_dim", "stream"),
     ("relation_options", "SELECT count(1) FROM ${table} JOIN dwd.user_dim WITH ('snapshot-id' = '1') u ON 1 = 1", "options"),
-    ("time_travel", "SELECT count(1) FROM ${table} JOIN dwd.user_dim VERSION AS OF 1 u ON 1 = 1", "RelationTimeTravel"),
+    # Time travel is a read (an ODS table's day is its tag), of a declared table only; its timestamp is walked.
+    ("time_travel_undeclared", "SELECT count(1) FROM ${table} JOIN ods.orders VERSION AS OF '2024-01-01' o ON 1 = 1", NEITHER),
+    ("time_travel_of_a_cte", "WITH c AS (SELECT 1 x) SELECT count(1) FROM ${table} JOIN c VERSION AS OF 1 ON 1 = 1", NEITHER),
+    ("time_travel_path", "SELECT count(1) FROM ${table} JOIN text.`/etc/passwd` VERSION AS OF 1 p ON 1 = 1", NEITHER),
+    ("time_travel_reflect", f"SELECT count(1) FROM ${{table}} JOIN dwd.user_dim TIMESTAMP AS OF {R} u ON 1 = 1", JVM),
     ("identifier_relation", "SELECT count(1) FROM ${table} JOIN IDENTIFIER('text.`/etc/passwd`') ON 1 = 1", "IDENTIFIER"),
     # -- scoping of CTEs and subqueries
     ("cte_outside_its_scope", f"SELECT count(1) FROM ${{table}} JOIN (WITH {SECRET_VIEW} AS (SELECT 1 x) SELECT x FROM {SECRET_VIEW}) a ON 1 = 1 JOIN {SECRET_VIEW} b ON 1 = 1", NEITHER),
@@ -261,8 +265,16 @@ def test_legitimate_rules_are_accepted(spark, arena):
         "ORDER BY c DESC NULLS LAST LIMIT 5)",
         "SELECT count(1) FROM ${table} t WHERE NOT EXISTS (SELECT 1 FROM dwd.user_dim u WHERE u.user_id = "
         "t.user_id) AND t.amount > (SELECT avg(amount) FROM ${table})",
+        # A declared table at a version: how a day of an ODS table is read (its tag), here a snapshot id.
+        f"SELECT count(1) FROM ${{table}} t LEFT ANTI JOIN dwd.user_dim VERSION AS OF {_user_dim_snapshot(spark)} u "
+        "ON t.user_id = u.user_id",
+        "SELECT count(1) FROM ${table} t JOIN dwd.user_dim TIMESTAMP AS OF current_timestamp() u ON 1 = 1",
     ]:
         judge(spark, render(sql), STAGED, READS)
+
+
+def _user_dim_snapshot(spark) -> int:
+    return spark.sql("SELECT snapshot_id FROM dwd.user_dim.snapshots ORDER BY committed_at").first()[0]
 
 
 def test_the_refusal_names_the_rule_file_and_line(spark, arena, tmp_path, dqc_store):

@@ -92,7 +92,9 @@ def test_check_passes_on_every_demo_sql_asset(warehouse):
     detail = json.loads(report_path(next(t for t in tables if t.name == "order_detail"), DAY).read_text())
     columns = {c["target"]: c["sources"] for c in detail["spark"]["columns"]}
     assert columns["line_amount"] == ["ods.order_item.quantity", "ods.order_item.unit_price"]
-    assert "ods.orders.dt" in detail["spark"]["dependencies"]
+    # The day is the tag read (VERSION AS OF), not a `dt` predicate: the rows depend on the order time, not on dt.
+    assert "ods.orders.order_time" in detail["spark"]["dependencies"]
+    assert not any(d.endswith(".dt") for d in detail["spark"]["dependencies"])
 
 
 def _misleading_asset(defs, name: str, runs: str, parser_told: str, upstream: list[str], external: list[str]):
@@ -117,8 +119,8 @@ def _warn(result, key: list[str]):
 
 def test_statement_differing_from_the_parsed_text_raises_the_warn_check(warehouse):
     defs, instance, _ = warehouse
-    runs = "SELECT u.user_id, u.city AS level FROM ods.user_info AS u WHERE u.dt = '${dt}'"
-    told = f"SELECT u.user_id, u.level FROM ods.user_info AS u WHERE u.dt = '{DAY}'"
+    runs = "SELECT u.user_id, u.city AS level FROM ods.user_info VERSION AS OF '${dt}' AS u"
+    told = f"SELECT u.user_id, u.level FROM ods.user_info VERSION AS OF '{DAY}' AS u"
     table, asset, ods = _misleading_asset(defs, "misled_columns", runs, told, ["ods.user_info"], [])
     result = materialize(
         [asset, *ods], selection=[asset.key], partition_key=DAY, instance=instance, resources=defs.resources
@@ -153,9 +155,9 @@ def test_view_hiding_a_table_raises_the_warn_check(warehouse, spark):
     # The parser sees only the view's name; Spark expands the view and reads the table behind it.
     spark.sql(
         "CREATE OR REPLACE VIEW spark_catalog.lrt_views.active_users AS "
-        "SELECT user_id, city AS home_city, dt FROM ods.user_info WHERE level <> 'none'"
+        "SELECT user_id, city AS home_city FROM ods.user_info WHERE level <> 'none'"
     )
-    sql = "SELECT v.user_id, v.home_city FROM spark_catalog.lrt_views.active_users AS v WHERE v.dt = '${dt}'"
+    sql = "SELECT v.user_id, v.home_city FROM spark_catalog.lrt_views.active_users AS v"
     table, asset, ods = _misleading_asset(
         defs, "behind_view", sql, sql.replace("${dt}", DAY), [], ["lrt_views.active_users"]
     )
@@ -228,7 +230,7 @@ def test_openlineage_column_lineage_is_the_parsers(warehouse, spark):
 
 def test_failed_run_emits_fail_with_the_error(warehouse):
     defs, instance, _ = warehouse
-    sql = "SELECT u.user_id, u.no_such_column FROM ods.user_info AS u WHERE u.dt = '${dt}'"
+    sql = "SELECT u.user_id, u.no_such_column FROM ods.user_info VERSION AS OF '${dt}' AS u"
     _, asset, ods = _misleading_asset(
         defs, "broken_sql", sql, sql.replace("${dt}", DAY), ["ods.user_info"], []
     )

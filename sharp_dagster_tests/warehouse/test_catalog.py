@@ -89,3 +89,71 @@ def test_values_are_never_free_text():
     with pytest.raises(VariableError):
         window_variables("2024-13-01", "daily")
     assert render("'${dt}'", window_variables("2024-03-01", "daily")) == "'2024-03-01'"
+
+
+def _tagged(tmp_path, name: str, text: str):
+    """`resolve` of one dwd file over a catalog whose ODS table `ods.orders` keeps its days as tags."""
+    from sharp_dagster.warehouse.catalog import WarehouseCatalog
+
+    write(tmp_path, "dwd", name, text)
+    catalog = WarehouseCatalog(
+        tables=discover(tmp_path), other_assets={"ods.orders": "daily"}, day_tagged=frozenset({"ods.orders"})
+    )
+    return resolve(catalog)
+
+
+def test_the_project_reads_every_ods_table_at_the_days_tag():
+    catalog = load_catalog()
+    assert catalog.day_tagged == {q for q in catalog.other_assets if q.startswith("ods.")}
+    detail = catalog.get("dwd/order_detail")
+    sql = detail.render("2024-01-05")
+    for table in ("ods.orders", "ods.order_item", "ods.product"):
+        assert f"{table} VERSION AS OF '2024-01-05'" in sql
+    assert ".dt" not in sql  # an ODS table has no dt column
+    assert resolve(catalog)["dwd.order_detail"].assets == ["ods.order_item", "ods.orders", "ods.product"]
+
+
+def test_an_ods_table_is_read_at_the_days_tag_or_refused(tmp_path):
+    ok = _tagged(tmp_path, "ok", "-- Ok.\nSELECT o.id FROM ods.orders VERSION AS OF '${dt}' AS o\n")
+    assert ok["dwd.ok"].assets == ["ods.orders"]
+    (tmp_path / "dwd" / "ok.sql").unlink()
+
+    with pytest.raises(WarehouseDefinitionError) as err:
+        _tagged(tmp_path, "latest", "-- L.\nSELECT o.id\nFROM ods.orders AS o WHERE o.dt = '${dt}'\n")
+    message = str(err.value)
+    assert (
+        f"{tmp_path / 'dwd' / 'latest.sql'}:3: dwd.latest reads ods.orders without VERSION AS OF" in message
+    )
+    assert "VERSION AS OF '${dt}'" in message
+    (tmp_path / "dwd" / "latest.sql").unlink()
+
+    for version in ("'2024-01-01'", "'${prev_dt}'", "123"):
+        text = f"-- V.\nSELECT 1 AS x\nFROM ods.orders VERSION AS OF {version}\n"
+        with pytest.raises(WarehouseDefinitionError, match=r"v\.sql:3: dwd\.v reads ods\.orders"):
+            _tagged(tmp_path, "v", text)
+        (tmp_path / "dwd" / "v.sql").unlink()
+    with pytest.raises(WarehouseDefinitionError, match=r"v\.sql:2: dwd\.v reads ods\.orders TIMESTAMP AS OF"):
+        _tagged(tmp_path, "v", "-- V.\nSELECT 1 AS x FROM ods.orders TIMESTAMP AS OF '${DATA_RANGE_END}'\n")
+    (tmp_path / "dwd" / "v.sql").unlink()
+
+
+def test_lookback_of_an_ods_table_counts_tags(tmp_path):
+    both = (
+        "-- Two days.\n-- @lookback: ods.orders=1\nSELECT n.id FROM ods.orders VERSION AS OF '${dt}' AS n\n"
+        "JOIN ods.orders VERSION AS OF '${prev_dt}' AS p ON p.id = n.id\n"
+    )
+    assert _tagged(tmp_path, "two", both)["dwd.two"].assets == ["ods.orders"]
+    (tmp_path / "dwd" / "two.sql").unlink()
+
+    with pytest.raises(
+        WarehouseDefinitionError, match=r"p\.sql:2: .*'\$\{prev_dt\}'.*@lookback: ods\.orders=1"
+    ):
+        _tagged(tmp_path, "p", "-- P.\nSELECT id FROM ods.orders VERSION AS OF '${prev_dt}'\n")
+    (tmp_path / "dwd" / "p.sql").unlink()
+
+    with pytest.raises(WarehouseDefinitionError, match=r"w\.sql:2: @lookback ods\.orders=7: .*over 1"):
+        _tagged(
+            tmp_path,
+            "w",
+            "-- W.\n-- @lookback: ods.orders=7\nSELECT id FROM ods.orders VERSION AS OF '${dt}'\n",
+        )

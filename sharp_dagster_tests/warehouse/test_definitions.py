@@ -76,7 +76,8 @@ def test_undeclared_dependency_fails_loading(tmp_path):
     shutil.copytree(WAREHOUSE_SQL_DIR, sql_dir, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     detail = sql_dir / "dwd" / "order_detail.sql"
     text = detail.read_text().replace(
-        "WHERE o.dt = '${dt}'", "WHERE o.dt = '${dt}' AND o.user_id IN (SELECT user_id FROM ods.user_info)"
+        "WHERE o.order_time",
+        "WHERE o.user_id IN (SELECT user_id FROM ods.user_info VERSION AS OF '${dt}') AND o.order_time",
     )
     detail.write_text(text)
     result = validate(sql_dir)
@@ -84,6 +85,20 @@ def test_undeclared_dependency_fails_loading(tmp_path):
     output = result.stdout + result.stderr
     assert "asset dwd/order_detail: declared deps disagree with its SQL" in output
     assert "reads ['ods.user_info'] not named in @deps" in output
+
+
+def test_an_ods_read_without_its_days_tag_fails_loading(tmp_path):
+    """An ODS table is its latest state: a SQL table reads its partition's day as `VERSION AS OF '${dt}'`."""
+    sql_dir = tmp_path / "warehouse"
+    shutil.copytree(WAREHOUSE_SQL_DIR, sql_dir, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    dim = sql_dir / "dwd" / "user_dim.sql"
+    text = dim.read_text()
+    dim.write_text(text.replace("FROM ods.user_info VERSION AS OF '${dt}' AS u", "FROM ods.user_info AS u"))
+    line = 1 + text.split("FROM ods.user_info")[0].count("\n")
+    result = validate(sql_dir)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert f"{dim}:{line}: dwd.user_dim reads ods.user_info without VERSION AS OF" in output, output[-3000:]
 
 
 PROBE_STARTS = """

@@ -7,8 +7,10 @@ import json
 import pytest
 from dagster import DagsterInstance, materialize
 
+from sharp_dagster.cdc.ods_store import published_days
 from sharp_dagster.demo.generator import GeneratorConfig, generate, read_changes
 from sharp_dagster.settings import Settings
+from sharp_dagster.spark.iceberg import warehouse_tables
 from sharp_dagster_tests.cdc_support import CdcFeed, local_broker
 
 CFG = GeneratorConfig(days=3, users=60, products=12, orders_per_day=30, history_orders=25)
@@ -29,6 +31,10 @@ def warehouse(spark):
             feed.land(day)
             assert job.execute_in_process(partition_key=day, instance=instance).success
         yield defs, instance
+
+
+def tagged_store(spark):
+    return warehouse_tables(spark, Settings.from_env())
 
 
 def table_rows(spark, table, dt):
@@ -55,10 +61,10 @@ def expected_orders(day_keys):
 
 
 def test_ods_equals_replayed_source(spark, warehouse):
-    got = sorted(
-        (r.order_id, r.order_status) for r in spark.table("ods.orders").where("dt = '2024-01-02'").collect()
-    )
-    assert got == expected_orders(["2024-01-01", "2024-01-02"])
+    day = spark.sql("SELECT order_id, order_status FROM ods.orders VERSION AS OF '2024-01-02'").collect()
+    assert sorted((r.order_id, r.order_status) for r in day) == expected_orders(["2024-01-01", "2024-01-02"])
+    day1 = spark.sql("SELECT order_id, order_status FROM ods.orders VERSION AS OF '2024-01-01'").collect()
+    assert sorted((r.order_id, r.order_status) for r in day1) == expected_orders(["2024-01-01"])
 
 
 def test_every_asset_has_metadata(warehouse):
@@ -123,7 +129,7 @@ def test_out_of_order_partition_names_the_earliest_pending(spark, warehouse):
         "cannot run before the earlier partition 2024-01-03 (never run)"
         in failure.step_failure_data.error.message
     )
-    assert spark.table("ods.orders").where("dt = '2024-01-09'").count() == 0
+    assert "2024-01-09" not in published_days(tagged_store(spark), "orders")
 
 
 def test_day_not_landed_is_not_merged(spark, warehouse):
@@ -141,4 +147,4 @@ def test_day_not_landed_is_not_merged(spark, warehouse):
     assert not result.success
     message = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
     assert "the binlog of 2024-01-03 has not fully landed" in message and "not merged" in message
-    assert spark.table("ods.orders").where("dt = '2024-01-03'").count() == 0
+    assert "2024-01-03" not in published_days(tagged_store(spark), "orders")

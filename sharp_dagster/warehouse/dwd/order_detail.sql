@@ -15,11 +15,10 @@ SELECT
     i.unit_price,
     CAST(i.quantity * i.unit_price AS DECIMAL(14, 2)) AS line_amount,
     o.order_status = 'cancelled' AS is_cancelled
-FROM ods.orders AS o
-JOIN ods.order_item AS i
-    ON i.order_id = o.order_id AND i.dt = '${dt}'
-LEFT JOIN ods.product AS p
-    ON p.product_id = i.product_id AND p.dt = '${dt}'
-WHERE o.dt = '${dt}'
-  AND o.order_time >= TIMESTAMP '${DATA_RANGE_START}'
+FROM ods.orders VERSION AS OF '${dt}' AS o
+JOIN ods.order_item VERSION AS OF '${dt}' AS i
+    ON i.order_id = o.order_id
+LEFT JOIN ods.product VERSION AS OF '${dt}' AS p
+    ON p.product_id = i.product_id
+WHERE o.order_time >= TIMESTAMP '${DATA_RANGE_START}'
   AND o.order_time < TIMESTAMP '${DATA_RANGE_END}'

@@ -10,5 +10,4 @@ SELECT
     u.source_table,
     DATEDIFF(DATE '${dt}', CAST(u.register_time AS DATE)) AS tenure_days,
     u.register_time >= TIMESTAMP '${DATA_RANGE_START}' AS is_new_user
-FROM ods.user_info AS u
-WHERE u.dt = '${dt}'
+FROM ods.user_info VERSION AS OF '${dt}' AS u
