@@ -6,8 +6,8 @@ them after it on the same branch cut at D's predecessor tag (`ods_merge.stage_da
 are rebuilt on the new D, and one publish re-tags them all. A range batch stages its days the same way, each
 period reading its own day's snapshot (`StagedOds.day`).
 
-The rows a day holds come from its snapshot's summary (`total-records` less `total-position-deletes`: the
-merge-on-read writes delete each replaced row exactly once, so no data file is read to count the state).
+The rows a day holds come from its snapshot's summary (`ods_read.live_rows`: records less the deletion vectors'
+rows; the merge-on-read writes delete each replaced row exactly once, so no data file is read to count the state).
 Nothing here imports Dagster.
 """
 
@@ -22,6 +22,7 @@ from pyspark.sql.types import StructType
 from sharp_dagster.cdc import ods_merge, ods_store
 from sharp_dagster.cdc.merge import DayEvents
 from sharp_dagster.cdc.ods_merge import StagedDay
+from sharp_dagster.cdc.ods_read import live_rows
 from sharp_dagster.cdc.ods_versions import ods_ref
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.wap import StalePublishError
@@ -137,5 +138,9 @@ def stage(
 
 
 def _live_rows(store: IcebergTables, table: str, snapshot: int) -> int:
-    summary = store._table(ods_ref(table)).snapshot(snapshot).summary()
-    return int(summary.get("total-records") or 0) - int(summary.get("total-position-deletes") or 0)
+    """The live rows of a staged day: from its snapshot's summary (`ods_read.live_rows`), counted when it does
+    not say."""
+    found = live_rows(store._table(ods_ref(table)).snapshot(snapshot).summary())
+    if found is not None:
+        return found
+    return store.spark.sql(f"SELECT * FROM {store.name(ods_ref(table))} VERSION AS OF {snapshot}").count()
