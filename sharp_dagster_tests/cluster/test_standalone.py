@@ -58,6 +58,7 @@ from sharp_dagster.settings import Settings
 from sharp_dagster.spark.iceberg import warehouse_tables
 from sharp_dagster.spark.session import build_spark_session
 from sharp_dagster.spark.tables import TableRef
+from sharp_dagster.cdc.ods_read import read_days
 
 mode, out_path, keys, days = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4:]
 out = {"rows": {}, "tables": {}, "error": None}
@@ -101,7 +102,10 @@ if mode in ("reference", "read"):
         for key in keys:
             layer, name = key.split("/")
             for day in days:
-                df = store.read_partitions(TableRef(layer, name, ("dt",)), [{"dt": day}])
+                if layer == "ods":  # a published ODS day is the tag of its day (cdc/ods_versions.py)
+                    df = read_days(store, name, [day]).drop("dt")
+                else:
+                    df = store.read_partitions(TableRef(layer, name, ("dt",)), [{"dt": day}])
                 out["tables"][f"{key}@{day}"] = sorted(df.toJSON().collect())
     except Exception:
         out["error"] = "read back failed:\n" + traceback.format_exc()
@@ -464,10 +468,11 @@ def _assert_executors_ran_the_work(events: Path) -> None:
     for what, needles in {
         "the landing's Kafka read and parse": ("KafkaRelation", "MapInArrow"),
         "the landing's append": ("AppendData", "IcebergWrite(table=sharp.original_binlog.shop,"),
-        # A range's merge reads the states, then writes the new states and the published days (own executions).
+        # A day's merge reads the tombstones, merges the touched keys into the current state on the run's branch
+        # (MERGE INTO: a key-only scan, MergeRows) and appends the new keys (cdc/ods_merge.py).
         "the merge's read of ods_state.orders": ("BatchScan sharp.ods_state.orders ",),
-        "the merge's write of ods_state.orders": ("IcebergWrite(table=sharp.ods_state.orders,",),
-        "the merge's publish of ods.orders": ("IcebergWrite(table=sharp.ods.orders,",),
+        "the merge's MERGE INTO ods.orders": ("MergeRows", "BatchScan sharp.ods.orders"),
+        "the merge's append to ods.orders": ("IcebergWrite(table=sharp.ods.orders,",),
         "the DWD build": ("IcebergWrite(table=sharp.dwd.order_detail,",),
         "the ADS build": ("IcebergWrite(table=sharp.ads.gmv_by_category,",),
     }.items():
