@@ -96,11 +96,6 @@ PROBES = [
     ("sharp_dagster.cdc.landing_kafka", "topic_partitions", "broker: metadata and offsets"),
     ("sharp_dagster.cdc.done_markers", "write_done_markers", "landing: done markers"),
     ("sharp_dagster.cdc.merge", "merge_day", "merge: plan (merge_day)"),
-    (
-        "sharp_dagster.cdc.range_fold",
-        "fold_range",
-        "merge: a batch's days in one plan (read, merge_range, checkpoint)",
-    ),
     ("sharp_dagster.lineage.openlineage", "emit_run_event", "openlineage events"),
     ("sharp_dagster.assets.lineage_runtime", "RuntimeLineageCheck.observe", "lineage check (analyzed plan)"),
     ("pyspark.sql.classic.dataframe", "DataFrame.count", "DataFrame.count()"),

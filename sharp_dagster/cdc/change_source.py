@@ -1,16 +1,13 @@
-"""Which changes an ODS merge folds, for one day (`day_changes`) or a range of days (`range_changes`): the one
-place that chooses between the landing's typed images and the raw binlog rows.
+"""Which changes an ODS merge folds for one day (`day_changes`): the one place that chooses between the landing's
+typed images and the raw binlog rows.
 
 The rule, for every day: the changes come from the landing's typed images (`image_tables.py`: the merge parses no
 JSON) when those hold every change of the day that the raw binlog table holds (its rows counted from partition
 metadata: `raw_counts_by_day`) and every value of its type (no `cast_errors`); else from the raw binlog rows,
 which the merge types by the state's own columns.
 
-- A day merged on its own takes the raw rows when its images are off, and says so in the log.
-- A range is folded from one source for all its days: the images when every day's are whole, the raw rows when
-  the landing wrote no images table. Where any day's images are off, or a day holds a truncate or DDL (which
-  `merge_range` does not fold), `range_changes` returns None and the caller merges the days one by one, each
-  day then taking its own source by the rule above: exactly what a run of one day at a time merges.
+A day whose images are off takes the raw rows and says so in the log. A range batch merges its days one after the
+other (`ods_stage.py`), each day taking its own source by this rule.
 
 Plain arguments (the warehouse's store, the raw table, the source database and table names), as `merge_day` takes.
 """
@@ -72,43 +69,6 @@ def day_changes(
     return rows, count, day_events(events)
 
 
-def range_changes(
-    store: IcebergTables, raw: TableRef, database: str, table: str, days: Sequence[str]
-) -> tuple[DataFrame, dict[str, int]] | None:
-    """The changes of `database.table` on `days` (each row's day in `dt`), checkpointed, and each day's count,
-    from the one source the rule of this module picks for every one of those days; None when the days cannot be
-    folded at once (a day's images off, a truncate or DDL): the caller then merges them day by day."""
-    days = list(days)
-    typed = read_typed_images(store, database, table, days)
-    # The range's hourly files (24 a day) make hundreds of read tasks of a few rows each: held in as many
-    # partitions as the session has cores instead, the count and the merge run a task per core, not per file.
-    cores = max(1, store.spark.sparkContext.defaultParallelism)
-    source = _raw_rows(store, raw, table, days) if typed is None else typed
-    rows = checkpoint(source.coalesce(cores))
-    stats = {r["dt"]: r for r in rows.groupBy("dt").agg(*_stats(typed is not None)).collect()}
-    if typed is not None:
-        raw_counts = raw_counts_by_day(store, raw, table, days)
-        off = [
-            d
-            for d in days
-            if not images_whole(
-                _count(stats, d), stats[d]["misfits"] if d in stats else 0, raw_counts.get(d, 0)
-            )
-        ]
-        if off:
-            log.info(
-                "%s.%s: typed images differ from the raw binlog on %s: merging day by day",
-                database,
-                table,
-                off,
-            )
-            return None
-    events = [day_events(r["events"]) for r in stats.values()]
-    if any(e.truncates or e.ddl for e in events):
-        return None
-    return rows, {day: _count(stats, day) for day in days}
-
-
 def raw_counts_by_day(store: IcebergTables, raw: TableRef, table: str, days: Sequence[str]) -> dict[str, int]:
     """The raw binlog rows of `table` on each of `days`, from the raw table's partition metadata (no data read:
     the landing only appends whole files, so the data files' record counts are its rows)."""
@@ -124,14 +84,3 @@ def raw_counts_by_day(store: IcebergTables, raw: TableRef, table: str, days: Seq
 
 def _raw_rows(store: IcebergTables, raw: TableRef, table: str, days: Sequence[str]) -> DataFrame:
     return store.spark.table(store.name(raw)).where((F.col("table_name") == table) & F.col("dt").isin(*days))
-
-
-def _stats(typed: bool) -> list:
-    counts = [F.count(F.lit(1)).alias("n")]
-    if typed:
-        counts.append(F.expr(MISFITS).alias("misfits"))
-    return [*counts, F.expr(TABLE_EVENTS_AGGREGATE).alias("events")]
-
-
-def _count(stats: dict, day: str) -> int:
-    return int(stats[day]["n"]) if day in stats else 0

@@ -1,5 +1,5 @@
 """The shape of a merge (`MergePlan`): what `merge.py` builds from the state, the day's changes and its events, and
-what every Column of the merge is built from (`merge_actions.py`, `merge_result.py`, `merge_range.py`)."""
+what every Column of the merge is built from (`merge_actions.py`, `merge_result.py`)."""
 
 from __future__ import annotations
 

@@ -90,19 +90,17 @@ def test_the_merge_of_the_typed_images_equals_the_merge_of_the_raw_rows(spark, t
     assert sorted(from_typed, key=lambda r: r["id"]) == sorted(from_raw, key=lambda r: r["id"])
     assert {r["id"]: r["amount"] for r in from_typed if not r["_is_deleted"]} == {4: Decimal("4.75")}
 
-    # A batch's range with this day (its truncate) is merged day by day (`merge_range` folds none).
-    from sharp_dagster.cdc.change_source import day_changes, range_changes
+    from sharp_dagster.cdc.change_source import day_changes
     from sharp_dagster.cdc.landing import raw_table_ref
 
     orders, raw = ("shop", "orders"), raw_table_ref("shop")
     table_store.append(raw, rows)
     changes, _, events = day_changes(table_store, raw, *orders, "2024-01-01")
     assert "after" in changes.columns and events.truncates, "the typed images hold the day, truncate included"
-    assert range_changes(table_store, raw, *orders, ["2024-01-01", "2024-01-02"]) is None
 
 
 def test_the_merge_reads_the_raw_rows_when_the_images_are_incomplete_or_do_not_fit(spark, table_store):
-    from sharp_dagster.cdc.change_source import day_changes, range_changes, raw_counts_by_day
+    from sharp_dagster.cdc.change_source import day_changes, raw_counts_by_day
     from sharp_dagster.cdc.landing import raw_table_ref
     from sharp_dagster.cdc.merge import table_events
 
@@ -111,11 +109,9 @@ def test_the_merge_reads_the_raw_rows_when_the_images_are_incomplete_or_do_not_f
     table_store.append(raw, hour10)
     write_typed_images(table_store, "shop", hour10, ["orders"], KNOWN)
     assert "after" in day_changes(table_store, raw, *orders, "2024-01-01")[0].columns  # complete: typed
-    # A batch's range reads the same source, all days at once, and counts each day.
+    # The raw rows are counted per day from partition metadata.
     days = ["2024-01-01", "2024-01-02"]
-    changes, counts = range_changes(table_store, raw, *orders, days)
-    assert "after" in changes.columns and counts == {days[0]: 1, days[1]: 0}
-    assert raw_counts_by_day(table_store, raw, "orders", days) == counts
+    assert raw_counts_by_day(table_store, raw, "orders", days) == {days[0]: 1, days[1]: 0}
 
     # A value the images table's type would round (amount is decimal(12,2) there): kept aside, not rounded.
     hour11 = landed(spark, [change("c", 20, after={"id": 2, "amount": "2.125", "note": "b"})], hour="11")
@@ -128,7 +124,6 @@ def test_the_merge_reads_the_raw_rows_when_the_images_are_incomplete_or_do_not_f
         "after_json" in changes.columns and changes.count() == rows == 2
     )  # the JSON, typed by the state's columns
     assert events == table_events(changes)  # collected in the counting scan
-    assert range_changes(table_store, raw, *orders, days) is None, "a day off: the range goes day by day"
 
     # Raw rows the images lack (a landing that wrote its raw rows, then died): the raw rows again.
     hour12 = landed(spark, [change("c", 30, after={"id": 3, "amount": "3", "note": "c"})], hour="12")
