@@ -16,12 +16,14 @@ session's, so a commit made meanwhile by another thread of the process would car
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from pyspark.sql import SparkSession
 
 T = TypeVar("T")
+_inside = threading.local()  # set while this thread runs a function with properties
 
 
 class _Callable:
@@ -48,8 +50,13 @@ def with_snapshot_properties(
     spark: SparkSession, properties: Mapping[str, str] | None, fn: Callable[..., T], *args: Any
 ) -> T:
     """`fn(*args)`, every Iceberg snapshot it commits on this thread carrying `properties` in its summary (keys as
-    given: `wap.snapshot_properties` names them). Without properties it is just `fn(*args)`. Not nested: the inner
-    call would clear the outer one's properties when it returns."""
+    given: `wap.snapshot_properties` names them). Without properties it is just `fn(*args)`. A call inside another
+    is refused (`RuntimeError`): Iceberg's thread-local holds one set, and the inner call would clear the outer's
+    when it returns."""
+    if getattr(_inside, "properties", None) is not None:
+        raise RuntimeError(
+            f"snapshot properties {dict(properties or {})} inside {_inside.properties}: not nested"
+        )
     if not properties:
         return fn(*args)
     from py4j.clientserver import ClientServer
@@ -65,7 +72,14 @@ def with_snapshot_properties(
         props.put(str(key), str(value))
     call = _Callable(lambda: fn(*args))
     raises = jvm.java.lang.Class.forName("java.lang.RuntimeException")
-    jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(props, call, raises)
-    if call.error is not None:
-        raise call.error
-    return call.result
+    _inside.properties = dict(properties)
+    try:
+        jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(props, call, raises)
+    finally:
+        _inside.properties = None
+        call.fn = None  # Py4J keeps the proxy until the JVM collects it: let go of what `fn` holds now
+    error, result = call.error, call.result
+    call.error = call.result = None
+    if error is not None:
+        raise error
+    return result

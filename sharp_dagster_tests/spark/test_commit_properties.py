@@ -56,5 +56,7 @@ def test_sql_commits_inside_carry_the_properties_and_no_other_thread_does(table_
 
     with pytest.raises(AnalysisException, match="no_such_column"):
         with_snapshot_properties(spark, props, bad_sql)
+    with pytest.raises(RuntimeError, match="not nested"):  # the inner call would clear the outer's properties
+        with_snapshot_properties(spark, props, with_snapshot_properties, spark, props, bad_sql)
     spark.sql(f"INSERT INTO {name}.`branch_stage_props` VALUES (5, 'e')")
     assert _summary(store, ref, "stage_props") == {}, "nothing left set after the call"
