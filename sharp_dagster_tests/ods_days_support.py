@@ -101,9 +101,10 @@ def products(spark):
     return state_frame(spark, _seq(rows), PRODUCTS)
 
 
-def publish_orders(store, days: list[str], name: str = "orders") -> dict:
-    """`ods.<name>`: the base state tagged `BOOT`, then `days` (of DAY1, DAY2) staged on one branch and published;
-    returns the `merge_day` chain's state of every day (the oracle)."""
+def publish_orders(store, days: list[str], name: str = "orders", properties: dict | None = None) -> dict:
+    """`ods.<name>`: the base state tagged `BOOT`, then `days` (of DAY1, DAY2) staged on one branch and published,
+    each day's commits carrying `properties[day]` when given; returns the `merge_day` chain's state of every day
+    (the oracle)."""
     spark = store.spark
     base = base_orders(spark).localCheckpoint()
     frames = order_changes(spark)
@@ -111,11 +112,12 @@ def publish_orders(store, days: list[str], name: str = "orders") -> dict:
     for day in days:
         state = merge_day(state, frames[day], KEYS["orders"]).localCheckpoint()
         chain[day] = state
-    ods_merge.write_state(store, name, BOOT, base, KEYS["orders"])
+    properties = properties or {}
+    ods_merge.write_state(store, name, BOOT, base, KEYS["orders"], properties=properties.get(BOOT))
     if days:
         branch = f"stage_{name}_{len(days)}"
         staged, main = ods_merge.stage_days(
-            store, name, branch, days, lambda d: (frames[d], None), KEYS["orders"]
+            store, name, branch, days, lambda d: (frames[d], None), KEYS["orders"], properties=properties
         )
         ods_merge.publish(store, name, branch, staged, main)
     return chain

@@ -58,6 +58,7 @@ from sharp_dagster.publish.materialize import materialize_partitions
 from sharp_dagster.publish.range import drop_orphans
 from sharp_dagster.publish.run import AssetPublish, PartitionRun
 from sharp_dagster.spark.iceberg import IcebergTables
+from sharp_dagster.spark.wap import snapshot_properties
 from sharp_dagster.warehouse.cdc_layout import (
     SHARD_COLUMN,
     START,
@@ -366,6 +367,7 @@ class OdsMerge:
                 lambda day: (changes[day][0], changes[day][2]),
                 table.key_columns(),
                 table.shard_column,
+                day_properties(runs, later),
             )
             together = f" (one branch for {len(own)} days)" if len(own) > 1 else ""
             for run, rec, part in zip(runs, recs, staged.parts, strict=True):
@@ -422,6 +424,16 @@ class OdsMerge:
                 description=f"{self.job_name} [{key}]: the raw binlog table {raw.qualified} is empty"
             )
         return day_changes(store, raw, table.database, table.name, key)
+
+
+def day_properties(runs: list[PartitionRun], later: list[str]) -> dict[str, dict[str, str]]:
+    """What each merged day's commits carry (`sharp.*`, as every log-driven table's): the attempt that merged it
+    and the day. A later day re-merged after a re-run names the re-run (its token, job id and partition)."""
+    out = {}
+    for day in [*(run.key for run in runs), *later]:
+        run = next((r for r in runs if r.key == day), runs[-1])
+        out[day] = snapshot_properties(str(run.handle.token), {**run.properties(), "day": day})
+    return out
 
 
 def state_columns(store, tables) -> dict[str, list[tuple[str, str]]]:

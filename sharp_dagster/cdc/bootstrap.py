@@ -54,6 +54,7 @@ from sharp_dagster.cdc.snapshot import (
     snapshot_table,
 )
 from sharp_dagster.cdc.source_clock import Clock, ClockError, SourceClock
+from sharp_dagster.spark.wap import snapshot_properties
 
 JOB_PREFIX = "cdc_bootstrap"
 POSITION_STEP = "position"
@@ -189,7 +190,7 @@ def _bootstrap_at(spark, store, jl, mysql, db, position, start, previous, clock,
                 replaced = _existing_rows(store, table.name, snapshot_day(start))
                 if replaced is not None:
                     rec.info(f"replaces ods.{table.name} {snapshot_day(start)} ({replaced} rows)")
-                rows = _snapshot_one(spark, store, mysql, db.name, table, position, start, ranges)
+                rows = _snapshot_one(spark, store, mysql, db.name, table, position, start, ranges, handle)
                 rec.source_count = rec.target_count = result.rows[table.name] = rows
             progress(
                 f"{db.name}.{table.name}: {rows} rows -> ods.{table.name} VERSION AS OF '{snapshot_day(start)}'"
@@ -255,13 +256,29 @@ def _refuse_merged_days(store, db: DatabaseConfig, start: str) -> None:
             )
 
 
-def _snapshot_one(spark, store, mysql, database, table: TableConfig, position, start, ranges: int) -> int:
+def _snapshot_one(
+    spark, store, mysql, database, table: TableConfig, position, start, ranges: int, handle
+) -> int:
     snap = snapshot_table(spark, mysql, database, table, position=position, num_partitions=ranges)
     df = snap.df if table.sharded else snap.df.drop(PHYSICAL_TABLE_COLUMN)
     shard = PHYSICAL_TABLE_COLUMN if table.sharded else None
     keys = merge_key(table.primary_key, shard_column=shard, business_key=table.business_key)
     state = initial_state(df, position.binlog_seq)
-    return write_state(store, table.name, snapshot_day(start), state, keys, shard)
+    # The commits name the bootstrap's attempt, as every log-driven write's do (`table history`).
+    who = {
+        "job_id": handle.job_id,
+        "job_name": handle.job_name,
+        "day": snapshot_day(start),
+    }
+    return write_state(
+        store,
+        table.name,
+        snapshot_day(start),
+        state,
+        keys,
+        shard,
+        snapshot_properties(str(handle.token), who),
+    )
 
 
 def _key_ranges(

@@ -19,7 +19,7 @@ removed from there. Nothing of the untouched state is rewritten, and the state i
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -44,6 +44,7 @@ from sharp_dagster.cdc.merge_result import finalize as _finalize
 from sharp_dagster.cdc.ods_versions import day_tag, ods_ref, tombstones_ref
 from sharp_dagster.failpoints import failpoint
 from sharp_dagster.spark.checkpoint import checkpoint
+from sharp_dagster.spark.commit_properties import with_snapshot_properties
 from sharp_dagster.spark.iceberg import IcebergTables
 
 
@@ -177,10 +178,12 @@ def merge_into(
     shard_column: str | None = None,
     events: DayEvents | None = None,
     columns: Sequence[tuple[str, str]] | None = None,
+    properties: Mapping[str, str] | None = None,
 ) -> StagedDay:
     """Merge day `day`'s changes into the state on `branch` (cut at the previous day's tag: `ods_store.cut`) and
-    write the result there. Without the tables yet (a table's first day with no bootstrap) they are created from
-    the day's columns and the branch cut at their empty `main`."""
+    write the result there, every commit carrying `properties` (the attempt's: `wap.snapshot_properties`). Without
+    the tables yet (a table's first day with no bootstrap) they are created from the day's columns and the branch
+    cut at their empty `main`."""
     fresh = not ods_store.exists(store, table)
     base = None if fresh else _state_before(store, table, branch, day)
     merged = day_rows(base, changes, key_columns, shard_column=shard_column, events=events, columns=columns)
@@ -193,7 +196,9 @@ def merge_into(
     view = f"__ods_day_{uuid.uuid4().hex}"
     merged.rows.createOrReplaceTempView(view)
     try:
-        _write(store, table, branch, view, plan, merged.null_key)
+        with_snapshot_properties(
+            store.spark, properties, _write, store, table, branch, view, plan, merged.null_key
+        )
     finally:
         store.spark.catalog.dropTempView(view)
     heads = tuple(ods_store.ref_snapshot(store, ref, branch) for ref in ods_store.both(table))
@@ -347,12 +352,14 @@ def write_state(
     state: DataFrame,
     key_columns: Sequence[str],
     shard_column: str | None = None,
+    properties: Mapping[str, str] | None = None,
 ) -> int:
     """Publish `state` (a bootstrap snapshot from `merge.initial_state`, or a migrated day: `merge_day`'s columns)
     as day `day`, the first of the days merged after it: its live rows to `ods.<table>`, its tombstones to
-    `ods_state.<table>`, both tagged `day`. A bootstrap taken again (`cdc bootstrap --force`) replaces the state on
-    `main` (and `day`'s tag) when no later day is published; with later days it is refused (their states were
-    merged from the old snapshot: roll the table back first). Returns the live rows written."""
+    `ods_state.<table>`, both tagged `day`, the commits carrying `properties` (the attempt's). A bootstrap taken
+    again (`cdc bootstrap --force`) replaces the state on `main` (and `day`'s tag) when no later day is published;
+    with later days it is refused (their states were merged from the old snapshot: roll the table back first).
+    Returns the live rows written."""
     later = [d for d in ods_store.published_days(store, table) if d > day_tag(day)]
     if later:
         raise ValueError(
@@ -373,7 +380,7 @@ def write_state(
     heads = []
     for ref, df in ((ods_ref(table), live), (tombstones_ref(table), dead)):
         # The whole state: a bootstrap taken again replaces what `main` held.
-        df.writeTo(store.name(ref)).overwrite(F.lit(True))
+        with_snapshot_properties(store.spark, properties, df.writeTo(store.name(ref)).overwrite, F.lit(True))
         store._refresh(ref)
         heads.append(ods_store.ref_snapshot(store, ref, "main"))
     tag = day_tag(day)
@@ -404,10 +411,12 @@ def stage_days(
     changes_of: Callable[[str], tuple[DataFrame, DayEvents | None]],
     key_columns: Sequence[str],
     shard_column: str | None = None,
+    properties: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[list[StagedDay], int | None]:
     """Merge `days` (consecutive, oldest first) one after the other on `branch`, cut at the tag of the day before
     the first: a new day, a range, or a re-run of day D with every later published day after it. `changes_of(day)`
-    gives a day's changes and events. Returns the staged days and the `main` head `publish_days` fences on."""
+    gives a day's changes and events; `properties[day]` what the day's commits carry (the attempt that merges
+    it). Returns the staged days and the `main` head `publish_days` fences on."""
     expected_main = ods_store.cut(store, table, branch, predecessor(store, table, days[0]))
     # The branch is cut, no day is merged onto it yet: where the fault tests kill a run mid-write.
     failpoint("mid_write")
@@ -416,7 +425,15 @@ def stage_days(
         changes, events = changes_of(day)
         staged.append(
             merge_into(
-                store, table, day, branch, changes, key_columns, shard_column=shard_column, events=events
+                store,
+                table,
+                day,
+                branch,
+                changes,
+                key_columns,
+                shard_column=shard_column,
+                events=events,
+                properties=(properties or {}).get(day),
             )
         )
     return staged, expected_main

@@ -14,6 +14,12 @@ tables swapped by catalog renames: the old ones keep their data under `<table>__
 new layout has served), and a failed rename puts back the ones done. Anything that fails before the swap leaves
 the old tables as they were (the temporary tables are dropped). A second run is refused: the old layout is gone.
 
+A column the old table gained on a later day (an `ALTER TABLE ... ADD COLUMN` the merge applied) gets the table
+property the new layout's merge sets when a day adds one (`ods_merge.COLUMN_SINCE`: a re-run of an earlier day
+then leaves it out of its base and adds it again with its default). The day is read from the old table's schema
+history (`column_since`): the oldest snapshot of its `main` whose schema holds the column, and the `dt` partition
+that snapshot wrote.
+
 Nothing here imports Dagster; the command is `sharp-dagster ods migrate` (`cli/ods.py`).
 """
 
@@ -27,6 +33,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sharp_dagster.cdc.merge_result import DELETED_COLUMN, SEQ_COLUMN
+from sharp_dagster.cdc.ods_merge import COLUMN_SINCE
 from sharp_dagster.cdc.ods_versions import (
     ODS_DATABASE,
     ODS_TABLE_PROPERTIES,
@@ -52,6 +59,7 @@ class Migration:
     live_rows: int = 0
     tombstones: int = 0
     backups: list[str] = field(default_factory=list)
+    column_since: dict[str, str] = field(default_factory=dict)  # a column added after the first day: its day
 
 
 def fingerprint(df: DataFrame, columns: Sequence[str]) -> tuple[int, int]:
@@ -90,6 +98,48 @@ def apply_day(store, ref: TableRef, before: DataFrame | None, after: DataFrame) 
         rows.writeTo(name).append()
 
 
+def column_since(store, ref: TableRef, first_day: str) -> dict[str, str]:
+    """The day each column of `ref` (a `dt`-partitioned table) first existed, for the columns added after
+    `first_day`: walking `main`'s snapshots oldest first, the earliest `dt` written by the first snapshot whose
+    schema holds the column (the write that added it; a snapshot that wrote no file, such as a partition emptied,
+    says nothing and the next one is asked). When the oldest snapshots were expired, the columns the oldest one
+    kept already has are taken as there from the start: their day is unknown, and the merge then keeps them as it
+    did before the migration."""
+    table = store._table(ref)
+    ids = store._jvm.org.apache.iceberg.util.SnapshotUtil.currentAncestorIds(table)  # newest first
+    ancestors = [table.snapshot(i) for i in list(ids)[::-1]]
+    schemas = table.schemas()
+    since: dict[str, str] = {}
+    if (
+        ancestors and ancestors[0].parentId() is not None
+    ):  # history expired: the first columns' days are unknown
+        since = {name: first_day for name in _columns(schemas, ancestors[0])}
+    for snapshot in ancestors:
+        new = [name for name in _columns(schemas, snapshot) if name not in since]
+        written = _days_written(store, table, snapshot) if new else []
+        for name in new if written else []:
+            since[name] = min(written)
+    return {name: day for name, day in since.items() if day > first_day}
+
+
+def _columns(schemas, snapshot) -> list[str]:
+    schema_id = snapshot.schemaId()
+    return [] if schema_id is None else [str(f.name()).lower() for f in schemas.get(schema_id).columns()]
+
+
+def _days_written(store, table, snapshot) -> list[str]:
+    """The `dt` values of the data files `snapshot` added."""
+    value = store._jvm.java.lang.Class.forName("java.lang.Object")
+    days = set()
+    files = snapshot.addedDataFiles(table.io()).iterator()  # a Java Iterable: Py4J iterates only its iterator
+    while files.hasNext():
+        data_file = files.next()
+        fields = [str(f.name()) for f in table.specs().get(data_file.specId()).fields()]
+        if "dt" in fields:
+            days.add(str(data_file.partition().get(fields.index("dt"), value)))
+    return sorted(days)
+
+
 def _tag_head(store, ref: TableRef, day: str) -> None:
     store._refresh(ref)
     store._commit_refs(
@@ -97,10 +147,12 @@ def _tag_head(store, ref: TableRef, day: str) -> None:
     )
 
 
-def _create(store, ref: TableRef, schema: Sequence[tuple[str, str]]) -> None:
+def _create(
+    store, ref: TableRef, schema: Sequence[tuple[str, str]], extra: dict[str, str] | None = None
+) -> None:
     store.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {store.catalog}.{ref.database}")
     cols = ", ".join(f"`{c}` {t}" for c, t in schema)
-    props = ", ".join(f"'{k}' = '{v}'" for k, v in ODS_TABLE_PROPERTIES.items())
+    props = ", ".join(f"'{k}' = '{v}'" for k, v in {**ODS_TABLE_PROPERTIES, **(extra or {})}.items())
     store.spark.sql(f"CREATE TABLE {store.name(ref)} ({cols}) USING iceberg TBLPROPERTIES ({props})")
     store._table(ref).newFastAppend().commit()  # an empty snapshot: a day with no rows still gets a tag
 
@@ -155,9 +207,14 @@ def migrate_table(
     missing = [c for c in dead_cols if c not in types]
     if missing:
         raise MigrationRefused(f"{old_state.qualified} has no key column(s) {missing}")
-    result = Migration(table)
+    result = Migration(table, column_since=column_since(store, old_state, min(days)))
+    if result.column_since:
+        added = ", ".join(f"{c} on {d}" for c, d in sorted(result.column_since.items()))
+        progress(f"columns added after {min(days)}: {added} (table property {COLUMN_SINCE}<column>)")
     try:
-        _create(store, new_ods, live_schema)
+        _create(
+            store, new_ods, live_schema, {f"{COLUMN_SINCE}{c}": d for c, d in result.column_since.items()}
+        )
         _create(store, new_dead, [(c, types[c]) for c in dead_cols])
         _replay(store, days, old_state, old_ods, new_ods, new_dead, dead_cols, result, progress)
         result.backups = _swap(store, [(old_ods, new_ods), (old_state, new_dead)])

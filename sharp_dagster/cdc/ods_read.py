@@ -112,8 +112,9 @@ def read_days(store: IcebergTables, table: str, days: Iterable[str], needed_by: 
 
 def day_snapshots(store: IcebergTables, table: str) -> list[dict[str, Any]]:
     """Every published day of `ods.<table>`, oldest first: its tag's snapshot, when that was committed (epoch ms),
-    its live rows, the `sharp.*` properties of its summary (the attempt that wrote it, when the writer set them),
-    and whether `main` is at it. What `table history` shows and `table rollback` records of an ODS table."""
+    its live rows, the `sharp.*` properties of its summary (the attempt that wrote it, when the writer set them and
+    the snapshot is the day's own), and whether `main` is at it. What `table history` shows and `table rollback`
+    records of an ODS table."""
     ref = ods_ref(table)
     store._refresh(ref)
     t = store._table(ref)
@@ -127,6 +128,11 @@ def day_snapshots(store: IcebergTables, table: str) -> list[dict[str, Any]]:
             continue
         snapshot = t.snapshot(found.snapshotId())
         summary = {str(k): str(v) for k, v in dict(snapshot.summary()).items()}
+        props = {k[len("sharp.") :]: v for k, v in summary.items() if k.startswith("sharp.")}
+        if props.get("day", name) != name:
+            # The day changed nothing here, so it committed nothing: its tag is at an earlier day's snapshot,
+            # whose properties name that day's attempt, not the one that published this day.
+            props = {}
         out.append(
             {
                 "day": name,
@@ -134,7 +140,7 @@ def day_snapshots(store: IcebergTables, table: str) -> list[dict[str, Any]]:
                 "committed_ms": int(snapshot.timestampMillis()),
                 "rows": live_rows(summary),
                 "is_main": int(found.snapshotId()) == main_id,
-                "properties": {k[len("sharp.") :]: v for k, v in summary.items() if k.startswith("sharp.")},
+                "properties": props,
             }
         )
     return out

@@ -13,7 +13,7 @@ Nothing here imports Dagster.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
@@ -115,14 +115,16 @@ def stage(
     changes_of: Callable[[str], tuple[DataFrame, DayEvents | None]],
     key_columns: Sequence[str],
     shard_column: str | None = None,
+    properties: Mapping[str, Mapping[str, str]] | None = None,
 ) -> StagedOds:
     """Merge the run's days and the later published days, `days = (own, later)` (consecutive, oldest first; `later`
-    as `later_days` gave it), onto `branch` cut at the tag of the day before the first. `StalePublishError` when
-    another day was published since `later` was read (it would be lost). A failure drops the branch."""
+    as `later_days` gave it), onto `branch` cut at the tag of the day before the first, each day's commits
+    carrying `properties[day]`. `StalePublishError` when another day was published since `later` was read (it
+    would be lost). A failure drops the branch."""
     own, later = list(days[0]), list(days[1])
     try:
         staged, expected_main = ods_merge.stage_days(
-            store, table, branch, [*own, *later], changes_of, key_columns, shard_column
+            store, table, branch, [*own, *later], changes_of, key_columns, shard_column, properties
         )
         now = later_days(store, table, own[-1])
         if now != later:

@@ -266,8 +266,8 @@ def rollback_days(
 def _name_publishers(
     job_log: JobLog, periods: Sequence[PeriodRollback], windows: Mapping[tuple[str, str], Period]
 ) -> None:
-    """An ODS day's snapshot names no attempt (`MERGE INTO` commits take no snapshot properties): the job log's
-    latest SUCCESS attempt of the day is the one that published it."""
+    """An ODS day whose snapshot names no attempt (a migrated day, one merged before the merge commits carried
+    `sharp.*` properties): the job log's latest SUCCESS attempt of the day is the one that published it."""
     starts = {windows[(p.job_name, p.partition_key)].range_start: p for p in periods}
     for job_name in {p.job_name for p in periods}:
         latest = job_log.latest_attempts(job_name, starts=sorted(starts))

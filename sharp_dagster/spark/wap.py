@@ -93,6 +93,18 @@ def _plain_properties(ref: TableRef, properties: Mapping[str, str] | None) -> di
     return extra
 
 
+def snapshot_properties(token: str, properties: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The summary properties naming the attempt behind a commit: its fencing token (`sharp.token`) and each of
+    `properties` as `sharp.<key>`. What every log-driven write commits with (`table history` shows them); a SQL
+    commit takes them through `commit_properties.with_snapshot_properties`."""
+    out = {TOKEN_PROPERTY: str(token)}
+    for key, value in dict(properties or {}).items():
+        if not _PROP_KEY.match(key):
+            raise ValueError(f"snapshot property key {key!r} is not plain")
+        out[f"sharp.{key}"] = str(value)
+    return out
+
+
 def _checked_branch(ref: TableRef, branch: str) -> str:
     """`branch`, refused unless it is `stage_<plain identifier>` (the staging branches, and only they, are cleaned)."""
     if not branch.startswith(STAGE_PREFIX) or _BRANCH_CHARS.search(branch):
@@ -145,9 +157,8 @@ class WriteAuditPublish(IcebergBase):
         failpoint("mid_write")  # the branch is cut, the rows are not yet committed to it
         self._refresh(ref)
         writer = data.writeTo(self._branch_table(ref, branch)).option("mergeSchema", "true")
-        writer = writer.option(f"snapshot-property.{TOKEN_PROPERTY}", str(token))
-        for key, value in extra.items():
-            writer = writer.option(f"snapshot-property.sharp.{key}", str(value))
+        for key, value in snapshot_properties(token, extra).items():
+            writer = writer.option(f"snapshot-property.{key}", value)
         # Dynamic overwrite replaces exactly the partitions present in the rows (no extra Spark job to count them:
         # the snapshot summary has the count).
         writer.overwritePartitions()
@@ -213,9 +224,9 @@ class WriteAuditPublish(IcebergBase):
                 term = eq if term is None else getattr(expressions, "and")(term, eq)
             expr = term if expr is None else getattr(expressions, "or")(expr, term)
         table = self._table(ref)
-        delete = table.newDelete().deleteFromRowFilter(expr).toBranch(branch).set(TOKEN_PROPERTY, token)
-        for key, value in extra.items():
-            delete = delete.set(f"sharp.{key}", str(value))
+        delete = table.newDelete().deleteFromRowFilter(expr).toBranch(branch)
+        for key, value in snapshot_properties(token, extra).items():
+            delete = delete.set(key, value)
         delete.commit()
         self._refresh(ref)
         return int(self._table(ref).refs().get(branch).snapshotId())
@@ -303,11 +314,9 @@ class WriteAuditPublish(IcebergBase):
         self._refresh(ref)
         writer = self._in_table_order(ref, df).writeTo(self.name(ref)).option("mergeSchema", "true")
         writer = writer.options(**MULTI_PARTITION_WRITE)  # rows of many partitions: one file per partition
-        writer = writer.option(f"snapshot-property.{TOKEN_PROPERTY}", str(token or uuid.uuid4().hex))
-        for key, value in dict(properties or {}).items():
-            if not _PROP_KEY.match(key):
-                raise ValueError(f"{ref.qualified}: snapshot property key {key!r} is not plain")
-            writer = writer.option(f"snapshot-property.sharp.{key}", str(value))
+        extra = _plain_properties(ref, properties)
+        for key, value in snapshot_properties(token or uuid.uuid4().hex, extra).items():
+            writer = writer.option(f"snapshot-property.{key}", value)
         before = self.current_snapshot_id(ref)
         writer.append()
         self._refresh(ref)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dagster import AssetKey, materialize
 
 from sharp_dagster.cdc import ods_store
+from sharp_dagster.cdc.ods_read import day_snapshots
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster_tests.cdc_support import change
 
@@ -63,6 +64,21 @@ def written_rows(jl, day):
     """The `write` step's row count of the day's latest attempt."""
     latest = max((r for r in jl.recent(NAME, limit=100) if r.partition_key == day), key=lambda r: r.attempt)
     return next(s.target_count for s in jl.steps(latest.job_id) if s.step_id == "write")
+
+
+def named_attempts(store, jl, table="orders"):
+    """Each of DAYS as its tag's snapshot names the attempt that wrote it (`sharp.*`): (partition, attempt) of
+    that job id in the job log, the token, and the day."""
+    attempt_of = {r.job_id: (r.partition_key, r.attempt) for r in jl.recent(f"ods/{table}", limit=100)}
+    return {
+        d["day"]: (
+            attempt_of.get(d["properties"].get("job_id")),
+            d["properties"].get("token"),
+            d["properties"]["day"],
+        )
+        for d in day_snapshots(store, table)
+        if d["day"] in DAYS
+    }
 
 
 def land_and_run_ods(feed, extra_by_day=None):
@@ -232,11 +248,16 @@ def test_an_ods_range_stages_its_days_on_one_branch_and_a_rerun_republishes_the_
     assert ods_store.ref_snapshot(store, TableRef("ods", "orders"), DAYS[-1]) == store.current_snapshot_id(
         TableRef("ods", "orders")
     ), "main is the last day"
+    # Each day's commits name the attempt that merged it (`table history` shows them).
+    assert named_attempts(store, jl) == {d: ((d, 1), "1", d) for d in DAYS}
 
     # Each day again alone, oldest first: day 1 re-publishes days 2 and 3, day 2 re-publishes day 3.
     for day in DAYS:
         alone = range_run(feed, [AssetKey(["ods", "orders"])], day, day, tags={"sharp/refresh": "true"})
         assert alone.success
+        if day == DAYS[0]:  # the later days it re-published name the re-run
+            assert named_attempts(store, jl) == {d: ((DAYS[0], 2), "2", d) for d in DAYS}
+    assert named_attempts(store, jl) == {d: ((d, 2), "2", d) for d in DAYS}
     later = step_output(jl, "ods/orders", DAYS[0], "read_later", attempt=2)
     assert f"while 2 later day(s) are published ({DAYS[1]}, {DAYS[2]})" in later, later
     published = step_output(jl, "ods/orders", DAYS[0], "publish", attempt=2)

@@ -18,7 +18,7 @@ from sharp_dagster.joblog.planner import check_upstream_done
 from sharp_dagster.joblog.store import JobLog
 from sharp_dagster.periods import PeriodSpec
 from sharp_dagster.spark.tables import TableRef
-from sharp_dagster.spark.wap import StalePublishError
+from sharp_dagster.spark.wap import StalePublishError, snapshot_properties
 from sharp_dagster_tests.conftest import fresh_tables
 from sharp_dagster_tests.ods_days_support import BOOT, DAY1, DAY2, publish_orders
 
@@ -203,10 +203,15 @@ def test_table_rollback_refuses_when_main_moved_since_it_was_read(wh):
 
 def test_rollback_of_an_ods_table_goes_back_to_a_day(wh, capsys):
     """An ODS table (issue 33: one tag per published day) is rolled back to a day: `main` of both tables moves to
-    the day's tag, the later tags go, and each later day gets a FAILURE attempt with a `rollback` step."""
+    the day's tag, the later tags go, and each later day gets a FAILURE attempt with a `rollback` step. `table
+    history` names the attempt of each day whose commits carry it (`sharp.*`, as the ODS asset writes them)."""
     tables, jl = wh
     ods = "ods/orders"
-    chain = publish_orders(tables, [DAY1, DAY2])
+    who = {
+        day: snapshot_properties(str(n), {"job_id": f"job-{day}", "run_id": f"run-{day}", "day": day})
+        for n, day in ((3, BOOT), (5, DAY1))  # DAY2's commits name no attempt: the job log names it below
+    }
+    chain = publish_orders(tables, [DAY1, DAY2], properties=who)
     days = {d["day"]: d["snapshot_id"] for d in day_snapshots(tables, "orders")}
     assert sorted(days) == [BOOT, DAY1, DAY2]
 
@@ -221,9 +226,21 @@ def test_rollback_of_an_ods_table_goes_back_to_a_day(wh, capsys):
     assert [d["rows"] for d in listed] == [
         chain[d].where("NOT _is_deleted").count() for d in (BOOT, DAY1, DAY2)
     ]
+    assert [(d["token"], d["job_id"], d["run_id"]) for d in listed] == [
+        ("3", f"job-{BOOT}", f"run-{BOOT}"),
+        ("5", f"job-{DAY1}", f"run-{DAY1}"),
+        (None, None, None),
+    ]
+    for table in ("ods.orders", "ods_state.orders"):  # both tables' commits of the day, on the staging branch
+        summaries = [r.summary for r in tables.spark.sql(f"SELECT summary FROM {table}.snapshots").collect()]
+        assert any(s.get("sharp.day") == DAY1 and s.get("sharp.token") == "5" for s in summaries), table
     code, out, _ = _run(capsys, "table", "history", "ods.orders")
     assert code == 0 and "3 published day(s), each a tag" in out
     assert next(line for line in out.splitlines() if line.startswith(DAY2)).split()[1] == str(days[DAY2])
+    assert next(line for line in out.splitlines() if line.startswith(DAY1)).split()[-2:] == [
+        "5",
+        f"job-{DAY1}",
+    ]
 
     # Refused, nothing changed: a snapshot that is no day's tag, a day never published, the tombstones alone,
     # --to-day of a `dt` table, a day a live run holds.
@@ -260,8 +277,11 @@ def test_rollback_of_an_ods_table_goes_back_to_a_day(wh, capsys):
 
     failures = {r.partition_key: r for r in jl.recent(ods, 10) if r.status == FAILURE}
     assert sorted(failures) == [DAY1, DAY2]
-    # The day's snapshot names no attempt (MERGE INTO commits carry no properties): the job log's SUCCESS does.
-    by = {DAY1: "", DAY2: f", published by attempt 1 / job id {live.job_id}"}
+    # DAY1's snapshot names its attempt; DAY2's names none: the job log's SUCCESS of the day does.
+    by = {
+        DAY1: f", published by attempt 5 / job id job-{DAY1}",
+        DAY2: f", published by attempt 1 / job id {live.job_id}",
+    }
     for day in (DAY1, DAY2):
         assert failures[day].error == (
             f"rolled back: ods.orders restored to day {BOOT} (tag {BOOT}, snapshot {days[BOOT]}) "
@@ -274,3 +294,10 @@ def test_rollback_of_an_ods_table_goes_back_to_a_day(wh, capsys):
 
     code, _, err = _run(capsys, "table", "rollback", ods, "--to-day", BOOT)
     assert code == 2 and f"already at day {BOOT}" in err
+
+    # A day that changed nothing commits nothing: its tag is at the day before's snapshot, which names that
+    # day's attempt, so the day names none (the job log's SUCCESS of it does).
+    quiet = "2024-01-09"
+    tables._commit_refs(TableRef("ods", "orders"), lambda t: t.manageSnapshots().createTag(quiet, days[DAY1]))
+    named = {d["day"]: d["properties"].get("job_id") for d in day_snapshots(tables, "orders")}
+    assert named == {BOOT: f"job-{BOOT}", quiet: None}
