@@ -46,6 +46,9 @@ from sharp_dagster.failpoints import failpoint
 from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.iceberg import IcebergTables
 
+# The column of `DayRows.flagged` that says the state held the key as a live row.
+HELD = "__held"
+
 
 @dataclass(frozen=True)
 class DayRows:
@@ -54,6 +57,9 @@ class DayRows:
     rows: DataFrame
     plan: MergePlan
     null_key: bool  # a key column holds a null: the writes match keys null-safely
+    # `rows` plus `HELD` (the state held the key as a live row, so `ods.<table>` holds it): what the key-only look
+    # at the state found, kept so that the write needs no second look at `ods`.
+    flagged: DataFrame
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,9 @@ def day_rows(
     delta = checkpoint(_delta(changes, plan))
     keys, null_key = _delta_stats(delta, plan)
     if base is None:
-        return DayRows(checkpoint(delta.select(*_finalize(plan, False, True))), plan, null_key)
+        return _day_rows(
+            delta.select(*_finalize(plan, False, True), F.lit(False).alias(HELD)), plan, null_key
+        )
     state = conform_base(base, plan)
     if plan.truncates or plan.defaults:  # the day changes rows it never names: every state row is touched
         joined = state.join(delta, key_condition(plan), "full_outer")
@@ -99,7 +107,14 @@ def day_rows(
         joined = (F.broadcast(touched) if small else touched).join(
             delta, key_condition(plan, null_key), "right"
         )
-    return DayRows(checkpoint(joined.select(*_finalize(plan, True, None))), plan, null_key)
+    # The state side's `_is_deleted` (null where the state has no row of the key) says whether `ods` holds it.
+    held = F.coalesce(~F.col(DELETED_COLUMN), F.lit(False)).alias(HELD)
+    return _day_rows(joined.select(*_finalize(plan, True, None), held), plan, null_key)
+
+
+def _day_rows(flagged: DataFrame, plan: MergePlan, null_key: bool) -> DayRows:
+    flagged = checkpoint(flagged)
+    return DayRows(flagged.drop(HELD), plan, null_key, flagged)
 
 
 def _touched_state(
@@ -191,7 +206,7 @@ def merge_into(
             store._commit_refs(ref, lambda t: t.manageSnapshots().createBranch(branch))
     _evolve(store, table, plan, day)
     view = f"__ods_day_{uuid.uuid4().hex}"
-    merged.rows.createOrReplaceTempView(view)
+    merged.flagged.createOrReplaceTempView(view)
     try:
         _write(store, table, branch, view, plan, merged.null_key)
     finally:
@@ -240,7 +255,8 @@ def _write(store: IcebergTables, table: str, branch: str, view: str, plan: Merge
     """The touched keys' rows on the branch: `ods.<table>` gets their live rows, `ods_state.<table>` their
     tombstones. `ods`: a `MERGE INTO` that only matches (update or delete the rows it holds of those keys: an inner
     join, the day's rows broadcast past a key-only scan of the state, which is never shuffled), then the rows of
-    keys new to it appended; a day too big to broadcast takes one `MERGE INTO` with an insert clause (an outer
+    keys new to it appended (`view` holds `DayRows.flagged`: which keys `ods` holds is what the state look of
+    `day_rows` found, so `ods` is not looked at again); a day too big to broadcast takes one `MERGE INTO` with an insert clause (an outer
     join: both sides shuffled). `ods_state`: one `MERGE INTO` from the rows' key, position and deleted flag."""
     eq = "<=>" if null_key else "="  # a plain equi-join probes a faster hash table
     on = " AND ".join(f"t.`{k}` {eq} s.`{k}`" for k in plan.keys)
@@ -254,7 +270,7 @@ def _write(store: IcebergTables, table: str, branch: str, view: str, plan: Merge
         inserted = f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT {_insert(live_cols)}"
         store.spark.sql(f"MERGE INTO {ods} t USING {view} s ON {on} {matched}{inserted}")
     else:
-        held, new = _split_held(store, ods, rows, plan, null_key)
+        held, new = _split_held(rows)
         if not held.isEmpty():  # an empty MERGE would still commit a snapshot
             # The source is broadcast by its size: Spark drops a broadcast hint on a MERGE's source (the join
             # already carries the hint that keeps the target from being broadcast for the MERGE's cardinality
@@ -282,24 +298,11 @@ def _write(store: IcebergTables, table: str, branch: str, view: str, plan: Merge
         store._refresh(ref)
 
 
-def _split_held(
-    store: IcebergTables, ods: str, rows: DataFrame, plan: MergePlan, null_key: bool
-) -> tuple[DataFrame, DataFrame]:
-    """The day's rows split by a key-only look at `ods` (its key columns, the day's keys broadcast): those of keys
-    it holds (to update or delete) and the live rows of keys it does not (to append). Materialized once."""
-    names = delta_key_names(plan)
-    day_keys = rows.select(*[F.col(f"`{k}`").alias(n) for k, n in zip(plan.keys, names, strict=True)])
-    state_keys = store.spark.sql(f"SELECT {_names(plan.keys)} FROM {ods}")
-    held = state_keys.join(F.broadcast(day_keys), key_condition(plan, null_key), "left_semi")
-    held = held.select(*[F.col(f"`{k}`").alias(n) for k, n in zip(plan.keys, names, strict=True)])
-    flagged = rows.join(
-        F.broadcast(held.withColumn("__held", F.lit(True))), key_condition(plan, null_key), "left"
-    )
-    flagged = checkpoint(
-        flagged.select(*[F.col(f"`{c}`") for c in rows.columns], F.col("__held").isNotNull().alias("__held"))
-    )
-    new = flagged.where(~F.col("__held") & ~F.col(DELETED_COLUMN)).drop("__held")
-    return flagged.where(F.col("__held")).drop("__held"), new
+def _split_held(flagged: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The day's rows (`DayRows.flagged`) split by what the state look of `day_rows` found: those of keys `ods`
+    holds (to update or delete) and the live rows of keys it does not (to append)."""
+    new = flagged.where(~F.col(HELD) & ~F.col(DELETED_COLUMN)).drop(HELD)
+    return flagged.where(F.col(HELD)).drop(HELD), new
 
 
 @contextmanager
