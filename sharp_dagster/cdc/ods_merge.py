@@ -120,40 +120,54 @@ def _day_rows(flagged: DataFrame, plan: MergePlan, null_key: bool) -> DayRows:
 def _touched_state(
     state: DataFrame, delta: DataFrame, plan: MergePlan, null_key: bool, small: bool
 ) -> DataFrame:
-    """The state's rows of the day's keys, with the values `finalize` takes from them; the others null.
+    """The state's rows of the day's keys, with the values `finalize` takes from them.
 
-    First a key-only look (keys, shard, position, deleted flag): the state rows of the day's keys. A value of the
-    state row is used only when no event of the day newer than it sets the column (a partial image, a replayed
-    older event), so the state's other columns are read only when such a row exists, only those columns, and
-    only for those rows' keys. A day of full images newer than the state reads no value column of the state: the
-    look stays key-only and its cost grows with the state's key column alone.
+    One look at the state (keys, shard, position, deleted flag, and the value columns some key of the day has no
+    setter of: the columns partial images lack), semi-joined against the day's keys. A value of the state row is
+    used only when no event of the day newer than it sets the column (a partial image, a replayed older event), so
+    a day of full images reads no value column of the state: the look stays key-only and its cost grows with the
+    state's key column alone. Only a replayed event that leaves a column to the state which the look did not
+    read costs a second read, of those columns, for those rows' keys. Where the look read a value `finalize` does
+    not use, it does not change the result.
     """
     # A plain equi-join probes a faster hash table; without a null key in the day it is the same join.
     on = key_condition(plan, null_key)
     hint = F.broadcast if small else (lambda df: df)
-    lean = _state_cols(plan, [])
+    read = _lacking(delta, plan)
     day_keys = delta.select(*delta_key_names(plan))
-    found = checkpoint(state.select(*lean).join(hint(day_keys), on, "left_semi"))
+    found = checkpoint(state.select(*_state_cols(plan, read)).join(hint(day_keys), on, "left_semi"))
     needs = _needs(plan)
+    wanted = [f"__n{j}" for j, (c, _) in enumerate(plan.values) if c not in read]
+    if not wanted:
+        return found.select(*_state_cols(plan, read, fill=True))
     marked = (
-        hint(found)
+        hint(found.select(*_state_cols(plan, [])))
         .join(delta, on, "inner")
         .select(*delta_key_names(plan), *[n.alias(f"__n{j}") for j, n in enumerate(needs)])
     )
-    wanted = [f"__n{j}" for j in range(len(needs))]
-    if not wanted:
-        return found.select(*_state_cols(plan, [], fill=True))
     marked = checkpoint(marked.where(" OR ".join(f"`{w}`" for w in wanted)))
     used = marked.agg(*[F.max(w).alias(w) for w in wanted]).first() if not marked.isEmpty() else None
-    columns = [c for j, (c, _) in enumerate(plan.values) if used is not None and used[f"__n{j}"]]
-    if not columns:
-        return found.select(*_state_cols(plan, [], fill=True))
+    more = [c for j, (c, _) in enumerate(plan.values) if f"__n{j}" in wanted and used and used[f"__n{j}"]]
+    if not more:
+        return found.select(*_state_cols(plan, read, fill=True))
+    columns = [*read, *more]
     needy = marked.select(*delta_key_names(plan))
     full = state.select(*_state_cols(plan, columns)).join(hint(needy), on, "left_semi")
     rest = found.join(hint(needy), on, "left_anti")
     return full.select(*_state_cols(plan, columns, fill=True)).unionByName(
-        rest.select(*_state_cols(plan, [], fill=True))
+        rest.select(*_state_cols(plan, read, fill=True))
     )
+
+
+def _lacking(delta: DataFrame, plan: MergePlan) -> list[str]:
+    """The value columns that some key of the day has no setter of (a partial image lacks them): one small job
+    over the folded day."""
+    if not plan.values:
+        return []
+    row = delta.agg(
+        *[F.max(F.col(f"__c{j}").isNull()).alias(f"l{j}") for j in range(len(plan.values))]
+    ).first()
+    return [c for j, (c, _) in enumerate(plan.values) if row[f"l{j}"]]
 
 
 def _state_cols(plan: MergePlan, values: Sequence[str], fill: bool = False) -> list:
