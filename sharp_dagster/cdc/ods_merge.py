@@ -2,9 +2,9 @@
 deletes of the rows they replace, written merge-on-read on a staging branch.
 
 `day_rows` is `merge.merge_day` restricted to the keys the day touches: the day is folded as `merge_day` folds it
-(`merge._delta`), the state rows of those keys are found by a key-only look at the state (keys, position, deleted
-flag; the day's keys broadcast), the state's other columns are read only for the rows whose values the result
-keeps (a partial image, a replayed older event), and each key's row after the day is `merge_result.finalize` of
+(`merge._delta`), the state rows of those keys are found by one look at the state (keys, position, deleted
+flag, and the columns partial images of the day lack; the day's keys broadcast), the state's other columns are
+read only for the rows whose values the result keeps (a replayed older event), and each key's row after the day is `merge_result.finalize` of
 the two, the function `merge_day` ends with. So `merge_day(state, day)` is exactly the state's untouched rows plus
 `day_rows` (a test holds them to it). A day with a truncate, or a DDL that gives existing rows a default, changes
 rows it never names: then every state row is a touched row.
@@ -12,7 +12,7 @@ rows it never names: then every state row is a touched row.
 `merge_into` writes those rows onto a branch of both tables (merge-on-read: the replaced rows get deletion vectors,
 the new rows are appended): to `ods.<table>` by a `MERGE INTO` that only updates or deletes the rows it holds of
 the touched keys (the day's rows broadcast past a key-only scan of the state) and an append of the rows of keys
-new to it; the keys the day deleted to `ods_state.<table>` (with the delete's position), the keys it brought back
+new to it (which keys it holds: what `day_rows`' look found); the keys the day deleted to `ods_state.<table>` (with the delete's position), the keys it brought back
 removed from there. Nothing of the untouched state is rewritten, and the state is never shuffled.
 """
 
