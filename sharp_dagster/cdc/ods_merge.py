@@ -2,9 +2,9 @@
 deletes of the rows they replace, written merge-on-read on a staging branch.
 
 `day_rows` is `merge.merge_day` restricted to the keys the day touches: the day is folded as `merge_day` folds it
-(`merge._delta`), the state rows of those keys are found by a key-only look at the state (keys, position, deleted
-flag; the day's keys broadcast), the state's other columns are read only for the rows whose values the result
-keeps (a partial image, a replayed older event), and each key's row after the day is `merge_result.finalize` of
+(`merge._delta`), the state rows of those keys are found by one look at the state (keys, position, deleted
+flag, and the columns partial images of the day lack; the day's keys broadcast), the state's other columns are
+read only for the rows whose values the result keeps (a replayed older event), and each key's row after the day is `merge_result.finalize` of
 the two, the function `merge_day` ends with. So `merge_day(state, day)` is exactly the state's untouched rows plus
 `day_rows` (a test holds them to it). A day with a truncate, or a DDL that gives existing rows a default, changes
 rows it never names: then every state row is a touched row.
@@ -12,7 +12,7 @@ rows it never names: then every state row is a touched row.
 `merge_into` writes those rows onto a branch of both tables (merge-on-read: the replaced rows get deletion vectors,
 the new rows are appended): to `ods.<table>` by a `MERGE INTO` that only updates or deletes the rows it holds of
 the touched keys (the day's rows broadcast past a key-only scan of the state) and an append of the rows of keys
-new to it; the keys the day deleted to `ods_state.<table>` (with the delete's position), the keys it brought back
+new to it (which keys it holds: what `day_rows`' look found); the keys the day deleted to `ods_state.<table>` (with the delete's position), the keys it brought back
 removed from there. Nothing of the untouched state is rewritten, and the state is never shuffled.
 """
 
@@ -47,6 +47,9 @@ from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.commit_properties import with_snapshot_properties
 from sharp_dagster.spark.iceberg import IcebergTables
 
+# The column of `DayRows.flagged` that says the state held the key as a live row.
+HELD = "__held"
+
 
 @dataclass(frozen=True)
 class DayRows:
@@ -55,6 +58,9 @@ class DayRows:
     rows: DataFrame
     plan: MergePlan
     null_key: bool  # a key column holds a null: the writes match keys null-safely
+    # `rows` plus `HELD` (the state held the key as a live row, so `ods.<table>` holds it): what the key-only look
+    # at the state found, kept so that the write needs no second look at `ods`.
+    flagged: DataFrame
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,9 @@ def day_rows(
     delta = checkpoint(_delta(changes, plan))
     keys, null_key = _delta_stats(delta, plan)
     if base is None:
-        return DayRows(checkpoint(delta.select(*_finalize(plan, False, True))), plan, null_key)
+        return _day_rows(
+            delta.select(*_finalize(plan, False, True), F.lit(False).alias(HELD)), plan, null_key
+        )
     state = conform_base(base, plan)
     if plan.truncates or plan.defaults:  # the day changes rows it never names: every state row is touched
         joined = state.join(delta, key_condition(plan), "full_outer")
@@ -100,46 +108,67 @@ def day_rows(
         joined = (F.broadcast(touched) if small else touched).join(
             delta, key_condition(plan, null_key), "right"
         )
-    return DayRows(checkpoint(joined.select(*_finalize(plan, True, None))), plan, null_key)
+    # The state side's `_is_deleted` (null where the state has no row of the key) says whether `ods` holds it.
+    held = F.coalesce(~F.col(DELETED_COLUMN), F.lit(False)).alias(HELD)
+    return _day_rows(joined.select(*_finalize(plan, True, None), held), plan, null_key)
+
+
+def _day_rows(flagged: DataFrame, plan: MergePlan, null_key: bool) -> DayRows:
+    flagged = checkpoint(flagged)
+    return DayRows(flagged.drop(HELD), plan, null_key, flagged)
 
 
 def _touched_state(
     state: DataFrame, delta: DataFrame, plan: MergePlan, null_key: bool, small: bool
 ) -> DataFrame:
-    """The state's rows of the day's keys, with the values `finalize` takes from them; the others null.
+    """The state's rows of the day's keys, with the values `finalize` takes from them.
 
-    First a key-only look (keys, shard, position, deleted flag): the state rows of the day's keys. A value of the
-    state row is used only when no event of the day newer than it sets the column (a partial image, a replayed
-    older event), so the state's other columns are read only when such a row exists, only those columns, and
-    only for those rows' keys. A day of full images newer than the state reads no value column of the state: the
-    look stays key-only and its cost grows with the state's key column alone.
+    One look at the state (keys, shard, position, deleted flag, and the value columns some key of the day has no
+    setter of: the columns partial images lack), semi-joined against the day's keys. A value of the state row is
+    used only when no event of the day newer than it sets the column (a partial image, a replayed older event), so
+    a day of full images reads no value column of the state: the look stays key-only and its cost grows with the
+    state's key column alone. Only a replayed event that leaves a column to the state which the look did not
+    read costs a second read, of those columns, for those rows' keys. Where the look read a value `finalize` does
+    not use, it does not change the result.
     """
     # A plain equi-join probes a faster hash table; without a null key in the day it is the same join.
     on = key_condition(plan, null_key)
     hint = F.broadcast if small else (lambda df: df)
-    lean = _state_cols(plan, [])
+    read = _lacking(delta, plan)
     day_keys = delta.select(*delta_key_names(plan))
-    found = checkpoint(state.select(*lean).join(hint(day_keys), on, "left_semi"))
+    found = checkpoint(state.select(*_state_cols(plan, read)).join(hint(day_keys), on, "left_semi"))
     needs = _needs(plan)
+    wanted = [f"__n{j}" for j, (c, _) in enumerate(plan.values) if c not in read]
+    if not wanted:
+        return found.select(*_state_cols(plan, read, fill=True))
     marked = (
-        hint(found)
+        hint(found.select(*_state_cols(plan, [])))
         .join(delta, on, "inner")
         .select(*delta_key_names(plan), *[n.alias(f"__n{j}") for j, n in enumerate(needs)])
     )
-    wanted = [f"__n{j}" for j in range(len(needs))]
-    if not wanted:
-        return found.select(*_state_cols(plan, [], fill=True))
     marked = checkpoint(marked.where(" OR ".join(f"`{w}`" for w in wanted)))
     used = marked.agg(*[F.max(w).alias(w) for w in wanted]).first() if not marked.isEmpty() else None
-    columns = [c for j, (c, _) in enumerate(plan.values) if used is not None and used[f"__n{j}"]]
-    if not columns:
-        return found.select(*_state_cols(plan, [], fill=True))
+    more = [c for j, (c, _) in enumerate(plan.values) if f"__n{j}" in wanted and used and used[f"__n{j}"]]
+    if not more:
+        return found.select(*_state_cols(plan, read, fill=True))
+    columns = [*read, *more]
     needy = marked.select(*delta_key_names(plan))
     full = state.select(*_state_cols(plan, columns)).join(hint(needy), on, "left_semi")
     rest = found.join(hint(needy), on, "left_anti")
     return full.select(*_state_cols(plan, columns, fill=True)).unionByName(
-        rest.select(*_state_cols(plan, [], fill=True))
+        rest.select(*_state_cols(plan, read, fill=True))
     )
+
+
+def _lacking(delta: DataFrame, plan: MergePlan) -> list[str]:
+    """The value columns that some key of the day has no setter of (a partial image lacks them): one small job
+    over the folded day."""
+    if not plan.values:
+        return []
+    row = delta.agg(
+        *[F.max(F.col(f"__c{j}").isNull()).alias(f"l{j}") for j in range(len(plan.values))]
+    ).first()
+    return [c for j, (c, _) in enumerate(plan.values) if row[f"l{j}"]]
 
 
 def _state_cols(plan: MergePlan, values: Sequence[str], fill: bool = False) -> list:
@@ -194,7 +223,7 @@ def merge_into(
             store._commit_refs(ref, lambda t: t.manageSnapshots().createBranch(branch))
     _evolve(store, table, plan, day)
     view = f"__ods_day_{uuid.uuid4().hex}"
-    merged.rows.createOrReplaceTempView(view)
+    merged.flagged.createOrReplaceTempView(view)
     try:
         with_snapshot_properties(
             store.spark, properties, _write, store, table, branch, view, plan, merged.null_key
@@ -245,7 +274,8 @@ def _write(store: IcebergTables, table: str, branch: str, view: str, plan: Merge
     """The touched keys' rows on the branch: `ods.<table>` gets their live rows, `ods_state.<table>` their
     tombstones. `ods`: a `MERGE INTO` that only matches (update or delete the rows it holds of those keys: an inner
     join, the day's rows broadcast past a key-only scan of the state, which is never shuffled), then the rows of
-    keys new to it appended; a day too big to broadcast takes one `MERGE INTO` with an insert clause (an outer
+    keys new to it appended (`view` holds `DayRows.flagged`: which keys `ods` holds is what the state look of
+    `day_rows` found, so `ods` is not looked at again); a day too big to broadcast takes one `MERGE INTO` with an insert clause (an outer
     join: both sides shuffled). `ods_state`: one `MERGE INTO` from the rows' key, position and deleted flag."""
     eq = "<=>" if null_key else "="  # a plain equi-join probes a faster hash table
     on = " AND ".join(f"t.`{k}` {eq} s.`{k}`" for k in plan.keys)
@@ -259,7 +289,7 @@ def _write(store: IcebergTables, table: str, branch: str, view: str, plan: Merge
         inserted = f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT {_insert(live_cols)}"
         store.spark.sql(f"MERGE INTO {ods} t USING {view} s ON {on} {matched}{inserted}")
     else:
-        held, new = _split_held(store, ods, rows, plan, null_key)
+        held, new = _split_held(rows)
         if not held.isEmpty():  # an empty MERGE would still commit a snapshot
             # The source is broadcast by its size: Spark drops a broadcast hint on a MERGE's source (the join
             # already carries the hint that keeps the target from being broadcast for the MERGE's cardinality
@@ -287,24 +317,11 @@ def _write(store: IcebergTables, table: str, branch: str, view: str, plan: Merge
         store._refresh(ref)
 
 
-def _split_held(
-    store: IcebergTables, ods: str, rows: DataFrame, plan: MergePlan, null_key: bool
-) -> tuple[DataFrame, DataFrame]:
-    """The day's rows split by a key-only look at `ods` (its key columns, the day's keys broadcast): those of keys
-    it holds (to update or delete) and the live rows of keys it does not (to append). Materialized once."""
-    names = delta_key_names(plan)
-    day_keys = rows.select(*[F.col(f"`{k}`").alias(n) for k, n in zip(plan.keys, names, strict=True)])
-    state_keys = store.spark.sql(f"SELECT {_names(plan.keys)} FROM {ods}")
-    held = state_keys.join(F.broadcast(day_keys), key_condition(plan, null_key), "left_semi")
-    held = held.select(*[F.col(f"`{k}`").alias(n) for k, n in zip(plan.keys, names, strict=True)])
-    flagged = rows.join(
-        F.broadcast(held.withColumn("__held", F.lit(True))), key_condition(plan, null_key), "left"
-    )
-    flagged = checkpoint(
-        flagged.select(*[F.col(f"`{c}`") for c in rows.columns], F.col("__held").isNotNull().alias("__held"))
-    )
-    new = flagged.where(~F.col("__held") & ~F.col(DELETED_COLUMN)).drop("__held")
-    return flagged.where(F.col("__held")).drop("__held"), new
+def _split_held(flagged: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The day's rows (`DayRows.flagged`) split by what the state look of `day_rows` found: those of keys `ods`
+    holds (to update or delete) and the live rows of keys it does not (to append)."""
+    new = flagged.where(~F.col(HELD) & ~F.col(DELETED_COLUMN)).drop(HELD)
+    return flagged.where(F.col(HELD)).drop(HELD), new
 
 
 @contextmanager
