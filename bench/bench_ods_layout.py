@@ -44,6 +44,7 @@ import bench_merge as bm  # noqa: E402
 
 from sharp_dagster.cdc.ods_upkeep import compact, refs, storage, upkeep_table  # noqa: E402
 from sharp_dagster.cdc.ods_versions import ODS_TABLE_PROPERTIES, day_tag, is_day_tag  # noqa: E402
+from sharp_dagster.settings import DEFAULT_ODS_COMPACT_OPTIONS  # noqa: E402
 from sharp_dagster.spark.tables import TableRef  # noqa: E402
 
 # accept-any-schema makes Spark 4.1 fail to resolve MERGE INTO's target columns (UNRESOLVED_COLUMN on `t`.`id`).
@@ -273,7 +274,7 @@ def storage_after_days(
     rows + the new rows, as a day's merge writes them; default `rows/changes`) and tagged; then the upkeep
     (compaction, tag and snapshot expiry) with each retention, longest first (each upkeep runs on what the
     previous one left). With `daily`, the upkeep also runs after every day with that retention and the project's
-    default compaction options (Iceberg's defaults), as its schedule runs it. Beside each measure, the least any layout keeps (`lower_bound_copies`): every row version
+    default compaction options (`settings.DEFAULT_ODS_COMPACT_OPTIONS`), as its schedule runs it. Beside each measure, the least any layout keeps (`lower_bound_copies`): every row version
     a kept tag can read, 1 + (kept tags - 1) x the share replaced per day, as copies of the state."""
     store, spark = ds.store, ds.spark
     v3 = current_v3(ds, "days")
@@ -304,7 +305,7 @@ def storage_after_days(
         tag = (bm.date.fromisoformat(bm.DAY) + bm.timedelta(days=d - 1)).isoformat()
         table.manageSnapshots().createTag(day_tag(tag), table.currentSnapshot().snapshotId()).commit()
         if daily:
-            kept = upkeep_table(store, v3, daily, {}, now=bm_now_plus_grace())
+            kept = upkeep_table(store, v3, daily, DEFAULT_ODS_COMPACT_OPTIONS, now=bm_now_plus_grace())
             copies.append(round(kept.storage_after["bytes"] / one_copy, 2))
             compactions += bool(kept.compaction.get("data_rewritten_data_files_count"))
     store._refresh(v3)

@@ -53,15 +53,23 @@ def parse_retention_days(text: str) -> int:
 
 
 ODS_COMPACT_OPTIONS_ENV = "SHARP_ODS_COMPACT_OPTIONS"
+# What the ODS compaction rewrites besides Iceberg's defaults (files with >= 30 % of their rows deleted, files over
+# 180 % of the target size): files under 16 MiB only, not every file under 75 % of the 512 MiB target. A kept day
+# tag holds the files it was published with, so each rewrite of a still-live file adds a copy of it until the
+# tags before it expire: with Iceberg's default, a table of files under 384 MiB was rewritten whole every few days
+# (bench/RESULTS.md `ods_storage_policy`: 16x one copy after 30 days at 0.16 % of the rows changed a day).
+DEFAULT_ODS_COMPACT_OPTIONS = {"min-file-size-bytes": str(16 * 1024 * 1024)}
 
 
 def ods_compact_options() -> dict[str, str]:
     """`SHARP_ODS_COMPACT_OPTIONS`: options of Iceberg's `rewrite_data_files` for the ODS compaction, `key=value`
-    pairs separated by commas (e.g. `delete-file-threshold=1`); empty: Iceberg's defaults."""
+    pairs separated by commas (e.g. `delete-file-threshold=1`), over `DEFAULT_ODS_COMPACT_OPTIONS` (a key given
+    here wins)."""
     try:
-        return parse_spark_conf(os.environ.get(ODS_COMPACT_OPTIONS_ENV, ""))
+        given = parse_spark_conf(os.environ.get(ODS_COMPACT_OPTIONS_ENV, ""))
     except ValueError as exc:
         raise ValueError(str(exc).replace("SHARP_SPARK_CONF", ODS_COMPACT_OPTIONS_ENV)) from None
+    return DEFAULT_ODS_COMPACT_OPTIONS | given
 
 
 def ods_upkeep_cron() -> str:

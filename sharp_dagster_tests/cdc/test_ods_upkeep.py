@@ -103,6 +103,20 @@ def test_retention_below_one_day_is_refused():
         tags_to_drop(["2024-01-01"], 0)
 
 
+def test_compaction_rewrites_small_files_unless_told_otherwise(monkeypatch):
+    """By default a file is rewritten for its size only under 16 MiB (a kept tag holds a rewritten file's old copy:
+    Iceberg's 384 MiB would rewrite most tables whole); the user's options win, key by key."""
+    from sharp_dagster.settings import ODS_COMPACT_OPTIONS_ENV, ods_compact_options
+
+    monkeypatch.delenv(ODS_COMPACT_OPTIONS_ENV, raising=False)
+    assert ods_compact_options() == {"min-file-size-bytes": "16777216"}
+    monkeypatch.setenv(ODS_COMPACT_OPTIONS_ENV, "min-file-size-bytes=1,delete-file-threshold=2")
+    assert ods_compact_options() == {"min-file-size-bytes": "1", "delete-file-threshold": "2"}
+    monkeypatch.setenv(ODS_COMPACT_OPTIONS_ENV, "min-file-size-bytes")
+    with pytest.raises(ValueError, match=ODS_COMPACT_OPTIONS_ENV):
+        ods_compact_options()
+
+
 def test_the_upkeep_asset_runs_as_a_job_log_attempt(spark, monkeypatch):
     """`ods_upkeep/<table>` through Dagster: materialized, its run in the job log with a step per table."""
     from types import SimpleNamespace
