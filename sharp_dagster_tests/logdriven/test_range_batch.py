@@ -237,6 +237,11 @@ def test_an_ods_range_stages_its_days_on_one_branch_and_a_rerun_republishes_the_
     for day in DAYS:
         alone = range_run(feed, [AssetKey(["ods", "orders"])], day, day, tags={"sharp/refresh": "true"})
         assert alone.success
+        if (
+            day == DAYS[0]
+        ):  # Dagster: the later partitions materialized again by day 1's run, with their checks
+            assert materialized(alone) == DAYS
+            assert {c.partition for c in check_evaluations(alone, "status_known")} >= set(DAYS[1:])
     later = step_output(jl, "ods/orders", DAYS[0], "read_later", attempt=2)
     assert f"while 2 later day(s) are published ({DAYS[1]}, {DAYS[2]})" in later, later
     published = step_output(jl, "ods/orders", DAYS[0], "publish", attempt=2)
@@ -255,6 +260,22 @@ def test_an_ods_range_stages_its_days_on_one_branch_and_a_rerun_republishes_the_
         (d, a, "SUCCESS") for d in DAYS for a in (1, 2)
     ]
     assert ods_days(spark, "orders") == by_batch, "the batch equals day-by-day merges"
+
+
+def materialized(result):
+    return sorted(
+        e.step_materialization_data.materialization.partition
+        for e in result.all_events
+        if e.is_step_materialization
+    )
+
+
+def check_evaluations(result, check_name):
+    return [
+        e.event_specific_data
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION" and e.event_specific_data.check_name == check_name
+    ]
 
 
 def test_a_range_longer_than_a_batch_goes_as_several_batches_in_order(own_feed, spark, monkeypatch):
@@ -391,13 +412,15 @@ def test_a_rerun_publishes_nothing_when_a_later_days_rebuilt_state_fails_a_stron
         DAYS[0], extra=[change("orders", "c", 10**6, when, order_status="created", **big)], replay=False
     )
 
-    def rerun_day_1():
+    def rerun(first, last):
         return materialize(
-            assets, selection=[orders], partition_key=DAYS[0], instance=feed.instance,
-            resources=feed.defs.resources, raise_on_error=False,
+            assets, selection=[orders], instance=feed.instance, resources=feed.defs.resources,
+            tags={"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last,
+                  "sharp/refresh": "true"},
+            raise_on_error=False,
         )  # fmt: skip
 
-    blocked = rerun_day_1()
+    blocked = rerun(DAYS[0], DAYS[0])
     assert not blocked.success
     message = next(e for e in blocked.all_events if e.is_step_failure).step_failure_data.error.message
     assert f"ods/orders [{DAYS[0]}] not published: the re-published later day {DAYS[1]}" in message, message
@@ -413,22 +436,24 @@ def test_a_rerun_publishes_nothing_when_a_later_days_rebuilt_state_fails_a_stron
     assert f"the re-published later day {DAYS[1]} failed strong rule(s) big_orders_settled" in audit.output
     assert f"not audited: {DAYS[2]}" in audit.output, audit.output
     assert step_of(jl, "ods/orders", DAYS[0], "publish", attempt=2) is None, "never got to the publish"
-    assert not [
-        e
-        for e in blocked.all_events
-        if e.is_step_materialization or e.event_type_value == "ASSET_CHECK_EVALUATION"
-    ], "Dagster is told nothing about the later partitions, whose published data did not change"
+    assert not materialized(blocked) and not check_evaluations(blocked, "big_orders_settled"), (
+        "Dagster is told nothing about the later partitions, whose published data did not change"
+    )
 
-    # Paid on day 2 at the source: the re-run audits both later days, publishes all three and says so.
+    # Paid on day 2 at the source: a refresh of days 1 and 2 as one batch audits day 3, which it re-publishes with
+    # them (the batch's last attempt says so), and publishes all three.
     paid = "2024-01-02 23:59:00"
     feed.land(
         DAYS[1], extra=[change("orders", "u", 10**6 + 1, paid, order_status="paid", **big)], replay=False
     )
-    passed = rerun_day_1()
+    passed = rerun(DAYS[0], DAYS[1])
     assert passed.success
-    audit = step_of(jl, "ods/orders", DAYS[0], "checks_later", attempt=3)
+    assert step_output(jl, "ods/orders", DAYS[1], "write", attempt=2).count("(one branch for 2 days)") == 1
+    audit = step_of(jl, "ods/orders", DAYS[1], "checks_later", attempt=2)
     assert audit.status == "SUCCESS", audit
-    assert f"audited the 2 later day(s) {DAYS[0]}'s run re-publishes ({DAYS[1]}, {DAYS[2]})" in audit.output
+    assert f"audited the 1 later day(s) {DAYS[1]}'s run re-publishes ({DAYS[2]})" in audit.output, (
+        audit.output
+    )
     assert "6 rule(s) each (4 strong), every strong rule passed" in audit.output, audit.output
     assert f"[{DAYS[2]}] [strong] big_orders_settled: pass" in audit.output, audit.output
     after = published()
@@ -438,13 +463,7 @@ def test_a_rerun_publishes_nothing_when_a_later_days_rebuilt_state_fails_a_stron
         f"SELECT order_status FROM ods.orders VERSION AS OF '{DAYS[1]}' WHERE order_id = 900001"
     )
     assert [r.order_status for r in status.collect()] == ["paid"]
-    # Dagster: the later partitions materialized again by this run, each with its own check evaluations.
-    events = [e for e in passed.all_events if e.is_step_materialization]
-    assert sorted(e.step_materialization_data.materialization.partition for e in events) == DAYS
-    checks = [
-        e.event_specific_data
-        for e in passed.all_events
-        if e.event_type_value == "ASSET_CHECK_EVALUATION"
-        and e.event_specific_data.check_name == "big_orders_settled"
-    ]
-    assert sorted((c.partition, c.passed) for c in checks) == [(d, True) for d in DAYS], checks
+    # Dagster: day 3 materialized again by this run, with its own check evaluations.
+    assert materialized(passed) == DAYS
+    checks = [(c.partition, c.passed) for c in check_evaluations(passed, "big_orders_settled")]
+    assert (DAYS[2], True) in checks, checks
