@@ -367,7 +367,8 @@ class OdsMerge:
                 lambda day: (changes[day][0], changes[day][2]),
                 table.key_columns(),
                 table.shard_column,
-                day_properties(runs, later),
+                properties=day_properties(runs, later),
+                reads={day: found[1] for day, found in changes.items()},
             )
             together = f" (one branch for {len(own)} days)" if len(own) > 1 else ""
             for run, rec, part in zip(runs, recs, staged.parts, strict=True):

@@ -4,7 +4,8 @@ rules at a day's snapshot, published in one fenced reference commit (`main` move
 A run of day D stages D and, when later days are published already (a re-run of D: `later_days`), every one of
 them after it on the same branch cut at D's predecessor tag (`ods_merge.stage_days`): the later days' states
 are rebuilt on the new D, and one publish re-tags them all. A range batch stages its days the same way, each
-period reading its own day's snapshot (`StagedOds.day`).
+period reading its own day's snapshot (`StagedOds.day`). The lifecycle audits the later days too before that
+publish, each day's rules against its own snapshot (`StagedOds.later_parts`, `publish/later.py`).
 
 The rows a day holds come from its snapshot's summary (`ods_read.live_rows`: records less the deletion vectors'
 rows; the merge-on-read writes delete each replaced row exactly once, so no data file is read to count the state).
@@ -40,12 +41,14 @@ class StagedOds:
     own: tuple[str, ...]
     live: tuple[int, ...]  # the live rows of each staged day, in the order of `days`
     schema: StructType
+    reads: tuple[int | None, ...] = ()  # the changes read for each staged day (its rules' source_count)
 
     def day(self, day: str) -> StagedOdsDay:
         """One staged day as a period of the lifecycle sees it (what its rules read, its counts)."""
         index = [s.day for s in self.days].index(day)
         staged = self.days[index]
-        return StagedOdsDay(self, staged.heads[0], self.live[index], staged.changed)
+        read = self.reads[index] if self.reads else None
+        return StagedOdsDay(self, staged.heads[0], self.live[index], staged.changed, read)
 
     @property
     def parts(self) -> list[StagedOdsDay]:
@@ -56,6 +59,12 @@ class StagedOds:
     def later(self) -> list[str]:
         """The published days re-merged after the run's own days (a re-run re-publishes them)."""
         return [s.day for s in self.days if s.day not in self.own]
+
+    @property
+    def later_parts(self) -> list[tuple[str, StagedOdsDay]]:
+        """The later days this publish re-publishes, each as the lifecycle audits it before the publish (its rules
+        against its own snapshot, with its own parameters: `publish/later.py`)."""
+        return [(day, self.day(day)) for day in self.later]
 
     @property
     def label(self) -> str:
@@ -81,6 +90,7 @@ class StagedOdsDay:
     snapshot: int  # the day's head on the branch of `ods.<table>`
     row_count: int
     changed: int
+    source_count: int | None = None  # the changes read for the day
 
     def read(self, store: IcebergTables) -> DataFrame:
         """The day's whole state on the branch (its snapshot, not the branch head: later days may follow it)."""
@@ -94,6 +104,10 @@ class StagedOdsDay:
     @property
     def label(self) -> str:
         return self.staged.label
+
+    @property
+    def later_parts(self) -> list[tuple[str, StagedOdsDay]]:
+        return self.staged.later_parts
 
     def publish(self, store: IcebergTables) -> int:
         return self.staged.publish(store)
@@ -116,11 +130,13 @@ def stage(
     key_columns: Sequence[str],
     shard_column: str | None = None,
     properties: Mapping[str, Mapping[str, str]] | None = None,
+    reads: Mapping[str, int] | None = None,
 ) -> StagedOds:
     """Merge the run's days and the later published days, `days = (own, later)` (consecutive, oldest first; `later`
     as `later_days` gave it), onto `branch` cut at the tag of the day before the first, each day's commits
     carrying `properties[day]`. `StalePublishError` when another day was published since `later` was read (it
-    would be lost). A failure drops the branch."""
+    would be lost). `reads`: the changes read per day (the day's rules' source_count). A failure drops the
+    branch."""
     own, later = list(days[0]), list(days[1])
     try:
         staged, expected_main = ods_merge.stage_days(
@@ -136,7 +152,8 @@ def stage(
         ods_store.drop_branch(store, table, branch)
         raise
     schema = store.spark.table(store.name(ods_ref(table))).schema
-    return StagedOds(table, branch, tuple(staged), expected_main, tuple(own), live, schema)
+    read = tuple((reads or {}).get(s.day) for s in staged)
+    return StagedOds(table, branch, tuple(staged), expected_main, tuple(own), live, schema, read)
 
 
 def _live_rows(store: IcebergTables, table: str, snapshot: int) -> int:

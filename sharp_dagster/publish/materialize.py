@@ -17,14 +17,17 @@ UI, a backfill, a sensor or `sharp-dagster log rerun` (which launches Dagster ru
    `stage_<partition>_<attempt>` of `ods.<table>` and `ods_state.<table>`, cut at the previous day's tag, and, when
    later days are published already (a re-run), every later day re-merged after it on the same branch.
 6. **strong rules**: all rules of the partition run in one scan of the staged rows (`rules.py`); a failed strong
-   rule drops the branches, records FAILURE and alerts: nothing was published.
+   rule drops the branches, records FAILURE and alerts: nothing was published. A run that re-publishes later
+   periods (an ODS re-run) audits each of them the same way, with its own parameters (`later.py`): a failure
+   there publishes nothing either and fails the run naming the period.
 7. **fence**: `JobLog.assert_current` checks, in the transaction that records the publish time, that the claim is
    still held with this run's token. A stale run (paused past the claim timeout and taken over) stops here.
 8. **publish**: each staged partition is cherry-picked onto `main` (one metadata commit per table, no copy); the
    snapshot's summary carries the token, attempt, job id, partition and run id (`sharp-dagster table history`).
    An ODS day is published by reference commits only: `main` of both tables fast-forwarded to the branch (or
    replaced, for a re-run), fenced on `main`'s head when the branch was cut, and each staged day tagged.
-9. **SUCCESS** is recorded (it releases the claim); then the **weak rules** are reported and alerted.
+9. **SUCCESS** is recorded (it releases the claim); then the **weak rules** are reported and alerted (those of the
+   later periods re-published too, each reported on its own partition).
 
 The window left after the fence: a run that passed the fence and then froze before its table commit can still
 commit when it wakes, after another run took the period over. It publishes rows that passed the strong rules of
@@ -49,9 +52,11 @@ from typing import Any
 from dagster import AssetMaterialization, Failure, MaterializeResult, MetadataValue, TableColumn, TableSchema
 from pyspark.sql import DataFrame
 
+from sharp_dagster.dqc.runner import blocking_failures
 from sharp_dagster.joblog import SUCCESS, Period
 from sharp_dagster.logdriven import REFRESH_TAG, job_log_or_fail
 from sharp_dagster.publish.failures import as_failure, error_text
+from sharp_dagster.publish.later import audit_later, later_gate, later_report
 from sharp_dagster.publish.range import materialize_range
 from sharp_dagster.publish.rules import check_result, evaluate, score_metadata, strong_gate, weak_report
 from sharp_dagster.publish.run import AssetPublish, PartitionRun
@@ -92,8 +97,9 @@ def materialize_partitions(context: Any, asset: AssetPublish, batch: bool = Fals
         if batch and len(chunk) > 1:
             outcome = materialize_range(context, asset, tables, chunk)
             if outcome is not None:
-                batch_done, last_results, schema = outcome
+                batch_done, last_results, schema, (last_run, later) = outcome
                 done.extend(batch_done)
+                yield from later_report(context, last_run, later)
                 continue
         for period in chunk:
             try:
@@ -141,14 +147,19 @@ def _one_period(
     rule results, schema)`. Any failure records FAILURE and is raised as a scrubbed `Failure`."""
     key = period.partition_key
     app_id = context.resources.spark.session().sparkContext.applicationId
+    later: list = []
     run = PartitionRun.begin(context, asset.log_asset, period, tables, application_id=app_id)
     try:
         out = asset.compute(key, run)
         staged = run.stage(asset.target, run.values, out) if isinstance(out, DataFrame) else run.adopt(out)
         results = evaluate(run, tables, staged, asset.rules, asset.grain, asset.grains) if asset.rules else []
+        # A run that re-publishes later periods (an ODS re-run) audits them too: unless its own rules failed.
+        if not blocking_failures(results):
+            later = audit_later(run, tables, staged, asset)
     except BaseException as exc:
         run.fail(exc)
         raise as_failure(exc, f"{asset.job_name} [{key}]") from None
+    later_gate(run, later)
     yield from strong_gate(context, run, results, report_passed=single)
     try:
         run.publish()
@@ -156,6 +167,7 @@ def _one_period(
         run.fail(exc)
         raise as_failure(exc, f"{asset.job_name} [{key}]") from None
     yield from weak_report(context, run, results, report=single)
+    yield from later_report(context, run, later)
     context.log.info(f"{asset.job_name} [{key}]: {staged.row_count} rows published ({staged.label})")
     return staged.row_count, results, out.schema
 

@@ -14,7 +14,7 @@ one period at a time pays its fixed costs (branch cut, write, snapshot commits, 
    the other on one branch (`cdc/ods_stage.py`), each period's part being its day's snapshot.
 3. **strong rules** per period against the branch (each period's rows, its own context and `dqc_result` rows;
    the single-table rules of all periods in one grouped scan: `rules.evaluate_range`; an ODS day's rules against
-   its day's snapshot).
+   its day's snapshot), then against every later period the batch re-publishes (`later.py`).
 4. **fence** every token in one job-log transaction (`JobLog.assert_current_all`), **publish** the staged range in
    one commit (an ODS batch: one fenced move of `main` and one tag per day), mark every period SUCCESS, then report
    the weak rules.
@@ -37,6 +37,7 @@ from sharp_dagster.failpoints import failpoint
 from sharp_dagster.joblog import Period
 from sharp_dagster.lineage import openlineage
 from sharp_dagster.publish.failures import as_failure, error_text
+from sharp_dagster.publish.later import audit_later, first_failed
 from sharp_dagster.publish.rules import evaluate_range, weak_report
 from sharp_dagster.publish.run import AssetPublish, PartitionRun, dead_branches
 from sharp_dagster.redact import scrub_text
@@ -54,9 +55,10 @@ class BatchAbandoned(RuntimeError):
 
 def materialize_range(
     context: Any, asset: AssetPublish, tables: IcebergTables, periods: list[Period]
-) -> tuple[list[tuple[str, int]], list, Any] | None:
-    """Publish the pending `periods` (oldest first) as one batch; returns `(done, last results, schema)`, or None
-    when the batch was abandoned with nothing published (the caller then runs them one by one)."""
+) -> tuple[list[tuple[str, int]], list, Any, tuple] | None:
+    """Publish the pending `periods` (oldest first) as one batch; returns `(done, last results, schema, (last run,
+    the later periods it re-published: `later.LaterAudit`s))`, or None when the batch was abandoned with nothing
+    published (the caller then runs them one by one)."""
     app_id = context.resources.spark.session().sparkContext.applicationId
     runs: list[PartitionRun] = []
     branch: str | None = None
@@ -79,7 +81,7 @@ def materialize_range(
             staged = asset.stage_range(runs, branch)
         else:
             staged = _stage(runs, target, frames, tables, branch)
-        results = _audit(runs, staged, tables, asset)
+        results, later = _audit(runs, staged, tables, asset)
         failpoint("after_audit", quiet=runs[-1]._beat.between_beats())
         _publish(runs, staged, tables)
     except Exception as exc:  # nothing is published: withdraw, and let the caller run the periods one by one
@@ -92,7 +94,7 @@ def materialize_range(
         raise
     failpoint("after_publish", quiet=runs[-1]._beat.between_beats())
     schema = frames[-1][1].schema if frames else staged.parts[-1].schema
-    return _finish(context, runs, staged, results, schema)
+    return (*_finish(context, runs, staged, results, schema), (runs[-1], later))
 
 
 def _stage(
@@ -138,18 +140,27 @@ def _properties(runs: list[PartitionRun]) -> dict[str, str]:
     }
 
 
-def _audit(runs: list[PartitionRun], staged, tables: IcebergTables, asset: AssetPublish) -> list[list]:
+def _audit(runs: list[PartitionRun], staged, tables: IcebergTables, asset: AssetPublish) -> tuple[list, list]:
     """Every period's rules against its rows on the branch, oldest first (`rules.evaluate_range`: one grouped
-    scan); `BatchAbandoned` at the first period whose strong rules fail (the sequential run then records it)."""
+    scan), then those of the later periods the batch re-publishes (`later.py`, the last run's `checks_later`
+    step); `BatchAbandoned` at the first period whose strong rules fail (the sequential run then records it)."""
     if not asset.rules:
-        return [[] for _ in runs]
+        return [[] for _ in runs], audit_later(runs[-1], tables, staged, asset)
     out = evaluate_range(runs, tables, staged, asset.rules, asset.grain, asset.grains)
     for run, results in zip(runs, out, strict=False):
         failed = blocking_failures(results)
         if failed:
             names = ", ".join(r.rule_id for r in failed)
             raise BatchAbandoned(f"{run.asset.job_name} [{run.key}]: strong rule(s) failed: {names}")
-    return out
+    later = audit_later(runs[-1], tables, staged, asset)
+    bad = first_failed(later)
+    if bad is not None:
+        names = ", ".join(r.rule_id for r in blocking_failures(bad.results))
+        raise BatchAbandoned(
+            f"{asset.job_name} [{runs[-1].key}]: the re-published later day {bad.key}: strong rule(s) failed: "
+            f"{names}"
+        )
+    return out, later
 
 
 def _publish(runs: list[PartitionRun], staged, tables: IcebergTables) -> None:

@@ -28,7 +28,7 @@ from sharp_dagster.spark.wap_range import StagedRange
 from sharp_dagster.warehouse.variables import window_variables
 
 
-def _register_other_tables(store: IcebergTables, rules: list[Rule], grains: Mapping[str, str]) -> None:
+def register_other_tables(store: IcebergTables, rules: list[Rule], grains: Mapping[str, str]) -> None:
     """Tables that referential/reconciliation rules compare with must be resolvable in the session."""
     for rule in rules:
         for other in (rule.params.get("other"), *rule.reads):  # `reads:` of custom_sql rules too
@@ -48,12 +48,12 @@ def evaluate(
     """All rules of one staged partition (or ODS day: its whole state at its snapshot) in one scan, recorded as the
     job log's `checks` step and in dqc_result."""
     key = run.handle.partition_key
-    ctx = _rule_context(run, staged, grain)
+    ctx = rule_context(run, staged, grain)
     with run.step("checks", source_type="spark") as rec:
-        _register_other_tables(store, rules, grains)
+        register_other_tables(store, rules, grains)
         runner = RuleRunner(store.spark, store=DqcStore(run.job_log.engine))
         results = runner.run(run.asset.job_name, key, staged.read(store), rules, ctx)
-        _record(rec, staged, results)
+        record_checks(rec, staged, results)
     return results
 
 
@@ -78,11 +78,11 @@ def evaluate_range(
         return results
     with ExitStack() as steps:
         recs = [steps.enter_context(run.step("checks", source_type="spark")) for run in runs]
-        _register_other_tables(store, rules, grains)
+        register_other_tables(store, rules, grains)
         runner = RuleRunner(store.spark, store=DqcStore(runs[0].job_log.engine))
         rows, frames = store.read_staged_range(staged)
         partitions = [
-            (run.handle.partition_key, df, _rule_context(run, part, grain))
+            (run.handle.partition_key, df, rule_context(run, part, grain))
             for run, part, df in zip(runs, staged.parts, frames, strict=True)
         ]
         results = runner.run_range(
@@ -95,12 +95,14 @@ def evaluate_range(
             stop=lambda found: bool(blocking_failures(found)),
         )
         for rec, part, found in zip(recs, staged.parts, results, strict=False):
-            _record(rec, part, found)
+            record_checks(rec, part, found)
     return results
 
 
-def _rule_context(run: PartitionRun, staged: Staged, grain: str) -> RuleContext:
-    key = run.handle.partition_key
+def rule_context(run: PartitionRun, staged: Staged, grain: str, later: str | None = None) -> RuleContext:
+    """The rules' parameters of the run's period; of the `later` period the run re-publishes, when given (its own
+    key, dt, window and counts: `later.py`)."""
+    key = later or run.handle.partition_key
     variables = window_variables(key, grain)
     return RuleContext(
         partition_key=key,
@@ -108,12 +110,12 @@ def _rule_context(run: PartitionRun, staged: Staged, grain: str) -> RuleContext:
         data_range_start=variables["DATA_RANGE_START"],
         data_range_end=variables["DATA_RANGE_END"],
         run_id=run.run_id,
-        source_count=run.source_count,
+        source_count=getattr(staged, "source_count", None) if later else run.source_count,
         target_count=staged.row_count,
     )
 
 
-def _record(rec: Any, staged: Staged, results: list[RuleResult]) -> None:
+def record_checks(rec: Any, staged: Staged, results: list[RuleResult]) -> None:
     """The `checks` step's counts and one line per rule."""
     rec.source_count = staged.row_count
     rec.success_count = sum(1 for r in results if r.passed)
@@ -123,6 +125,12 @@ def _record(rec: Any, staged: Staged, results: list[RuleResult]) -> None:
 
 
 def check_result(asset_key: AssetKey, r: RuleResult) -> AssetCheckResult:
+    return AssetCheckResult(asset_key=asset_key, check_name=r.rule_id, **check_fields(r))
+
+
+def check_fields(r: RuleResult) -> dict[str, Any]:
+    """What Dagster shows of a rule's result (passed, severity, description, metadata): an `AssetCheckResult` of
+    the run's partition, or an `AssetCheckEvaluation` of a later partition it re-published (`later.py`)."""
     metadata: dict[str, Any] = {
         "partition": r.partition,
         "rule_version": r.rule_version,
@@ -141,16 +149,14 @@ def check_result(asset_key: AssetKey, r: RuleResult) -> AssetCheckResult:
         metadata["downgraded"] = r.downgrade_reason or "warning"
     if r.failing_keys:
         metadata["failing_keys"] = MetadataValue.json(r.failing_keys)
-    return AssetCheckResult(
-        asset_key=asset_key,
-        check_name=r.rule_id,
-        passed=bool(r.passed),
-        severity=AssetCheckSeverity.ERROR
+    return {
+        "passed": bool(r.passed),
+        "severity": AssetCheckSeverity.ERROR
         if r.severity == "strong" and not r.downgraded
         else AssetCheckSeverity.WARN,
-        description=scrub_text(r.message),
-        metadata={k: v for k, v in metadata.items() if v is not None},
-    )
+        "description": scrub_text(r.message),
+        "metadata": {k: v for k, v in metadata.items() if v is not None},
+    }
 
 
 def score_metadata(results: list[RuleResult]) -> dict[str, Any]:

@@ -53,7 +53,9 @@ ORPHAN_AGE_S = 24 * 3600
 
 
 class Staged(Protocol):
-    """What a run stages, as the lifecycle handles it: the rules read it, then it is published or discarded."""
+    """What a run stages, as the lifecycle handles it: the rules read it, then it is published or discarded. One
+    that re-publishes later periods with the run's (an ODS re-run) also offers them as `later_parts`, audited
+    before the publish (`later.py`)."""
 
     row_count: int
 

@@ -255,14 +255,22 @@ def test_an_ods_range_stages_its_days_on_one_branch_and_a_rerun_republishes_the_
     for day in DAYS:
         alone = range_run(feed, [AssetKey(["ods", "orders"])], day, day, tags={"sharp/refresh": "true"})
         assert alone.success
-        if day == DAYS[0]:  # the later days it re-published name the re-run
+        if day == DAYS[0]:
+            # The later days it re-published name the re-run; Dagster: the later partitions materialized again
+            # by day 1's run, with their checks.
             assert named_attempts(store, jl) == {d: ((DAYS[0], 2), "2", d) for d in DAYS}
+            assert materialized(alone) == DAYS
+            assert {c.partition for c in check_evaluations(alone, "status_known")} >= set(DAYS[1:])
     assert named_attempts(store, jl) == {d: ((d, 2), "2", d) for d in DAYS}
     later = step_output(jl, "ods/orders", DAYS[0], "read_later", attempt=2)
     assert f"while 2 later day(s) are published ({DAYS[1]}, {DAYS[2]})" in later, later
     published = step_output(jl, "ods/orders", DAYS[0], "publish", attempt=2)
     assert (
         f"published ods.orders {DAYS[0]} and re-published the later day(s) {DAYS[1]}, {DAYS[2]}" in published
+    )
+    audited = step_output(jl, "ods/orders", DAYS[0], "checks_later", attempt=2)
+    assert f"audited the 2 later day(s) {DAYS[0]}'s run re-publishes ({DAYS[1]}, {DAYS[2]})" in audited, (
+        audited
     )
     assert step_output(jl, "ods/orders", DAYS[2], "read_later", attempt=2) is None, (
         "nothing after the last day"
@@ -272,6 +280,22 @@ def test_an_ods_range_stages_its_days_on_one_branch_and_a_rerun_republishes_the_
         (d, a, "SUCCESS") for d in DAYS for a in (1, 2)
     ]
     assert ods_days(spark, "orders") == by_batch, "the batch equals day-by-day merges"
+
+
+def materialized(result):
+    return sorted(
+        e.step_materialization_data.materialization.partition
+        for e in result.all_events
+        if e.is_step_materialization
+    )
+
+
+def check_evaluations(result, check_name):
+    return [
+        e.event_specific_data
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION" and e.event_specific_data.check_name == check_name
+    ]
 
 
 def test_a_range_longer_than_a_batch_goes_as_several_batches_in_order(own_feed, spark, monkeypatch):
@@ -345,3 +369,121 @@ def test_an_ods_range_that_fails_a_strong_rule_publishes_neither_table_past_the_
     ), "main is day 1, published alone"
     published = step_output(jl, "ods/orders", DAYS[0], "publish")
     assert "one commit" not in published, published
+
+
+# A strong rule bound to the day it audits: no big order is still 'created' after the day it was placed. It passes
+# on the day an order is placed and fails on every later day until the order is paid.
+SETTLED = {
+    "asset": "ods/orders",
+    "id": "big_orders_settled",
+    "template": "custom_sql",
+    "params": {
+        "sql": "SELECT count(*) FROM ${table} WHERE order_status = 'created' AND total_amount >= 50000 "
+        "AND order_time < to_date('${dt}')"
+    },
+    "comparator": "=",
+    "expect": 0,
+    "severity": "strong",
+}
+
+
+def with_orders_rule(feed, raw):
+    """The project's assets, ods/orders built by its own factory with one more rule."""
+    from dagster import AssetsDefinition
+
+    from sharp_dagster import definitions
+    from sharp_dagster.assets.cdc_assets import build_ods_merge_asset
+    from sharp_dagster.dqc.rule_validation import build_rule
+    from sharp_dagster.warehouse.cdc_layout import ods_tables
+
+    table = next(t for t in ods_tables() if t.name == "orders")
+    rules = [*definitions.RULES["ods/orders"], build_rule(raw, None, None)]
+    orders = build_ods_merge_asset(
+        table, rules, definitions.GRAINS, definitions.LAYOUT.log_assets["ods/orders"]
+    )
+    others = [a for a in feed.defs.assets if not (isinstance(a, AssetsDefinition) and a.keys == orders.keys)]
+    return [*others, orders]
+
+
+def test_a_rerun_publishes_nothing_when_a_later_days_rebuilt_state_fails_a_strong_rule(own_feed, spark):
+    """A re-run of day 1 while days 2 and 3 are published audits each later day's re-built state with that day's
+    own parameters before the one publish. A big order placed on day 1 and left 'created' passes day 1's rules
+    but fails day 2's (bound to day 2's dt): nothing is published (every tag and `main` as they were), day 1's
+    attempt is FAILURE naming day 2, the rule and its values, and its `checks_later` step says so. Paid on day 2 at
+    the source, the same re-run publishes every day and records the audit of the later days."""
+    from sharp_dagster.logdriven import job_log
+
+    feed, jl = own_feed, job_log()
+    orders = AssetKey(["ods", "orders"])
+    assets = with_orders_rule(feed, SETTLED)
+    for day in DAYS:
+        feed.land(day)
+    assert range_run(feed, [orders], DAYS[0], DAYS[-1]).success, "setting up: the ODS days"
+    store = feed.defs.resources["spark"].store()
+    refs = [TableRef("ods", "orders"), TableRef("ods_state", "orders")]
+
+    def published():
+        return {(r.qualified, n): ods_store.ref_snapshot(store, r, n) for r in refs for n in [*DAYS, "main"]}
+
+    before = published()
+    when = "2024-01-01 23:59:00"
+    big = dict(order_id=900001, user_id=1, order_time=when, total_amount=99999.0, updated_at=when)
+    feed.land(
+        DAYS[0], extra=[change("orders", "c", 10**6, when, order_status="created", **big)], replay=False
+    )
+
+    def rerun(first, last):
+        return materialize(
+            assets, selection=[orders], instance=feed.instance, resources=feed.defs.resources,
+            tags={"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last,
+                  "sharp/refresh": "true"},
+            raise_on_error=False,
+        )  # fmt: skip
+
+    blocked = rerun(DAYS[0], DAYS[0])
+    assert not blocked.success
+    message = next(e for e in blocked.all_events if e.is_step_failure).step_failure_data.error.message
+    assert f"ods/orders [{DAYS[0]}] not published: the re-published later day {DAYS[1]}" in message, message
+    assert "ods/orders:big_orders_settled FAIL: actual 1, expected = 0" in message, message
+    assert published() == before, "every tag and main as they were"
+    assert all(store.staged_branches(r) == {} for r in refs), "the branch is dropped"
+    assert sorted((r.partition_key, r.attempt, r.status) for r in jl.recent("ods/orders", limit=100)) == [
+        (DAYS[0], 1, "SUCCESS"), (DAYS[0], 2, "FAILURE"), (DAYS[1], 1, "SUCCESS"), (DAYS[2], 1, "SUCCESS"),
+    ]  # fmt: skip
+    audit = step_of(jl, "ods/orders", DAYS[0], "checks_later", attempt=2)
+    assert audit.status == "FAILURE" and audit.failure_count >= 1, audit
+    assert f"[{DAYS[1]}] [strong] big_orders_settled: fail" in audit.output, audit.output
+    assert f"the re-published later day {DAYS[1]} failed strong rule(s) big_orders_settled" in audit.output
+    assert f"not audited: {DAYS[2]}" in audit.output, audit.output
+    assert step_of(jl, "ods/orders", DAYS[0], "publish", attempt=2) is None, "never got to the publish"
+    assert not materialized(blocked) and not check_evaluations(blocked, "big_orders_settled"), (
+        "Dagster is told nothing about the later partitions, whose published data did not change"
+    )
+
+    # Paid on day 2 at the source: a refresh of days 1 and 2 as one batch audits day 3, which it re-publishes with
+    # them (the batch's last attempt says so), and publishes all three.
+    paid = "2024-01-02 23:59:00"
+    feed.land(
+        DAYS[1], extra=[change("orders", "u", 10**6 + 1, paid, order_status="paid", **big)], replay=False
+    )
+    passed = rerun(DAYS[0], DAYS[1])
+    assert passed.success
+    assert step_output(jl, "ods/orders", DAYS[1], "write", attempt=2).count("(one branch for 2 days)") == 1
+    audit = step_of(jl, "ods/orders", DAYS[1], "checks_later", attempt=2)
+    assert audit.status == "SUCCESS", audit
+    assert f"audited the 1 later day(s) {DAYS[1]}'s run re-publishes ({DAYS[2]})" in audit.output, (
+        audit.output
+    )
+    assert "6 rule(s) each (4 strong), every strong rule passed" in audit.output, audit.output
+    assert f"[{DAYS[2]}] [strong] big_orders_settled: pass" in audit.output, audit.output
+    after = published()
+    assert all(after[("ods.orders", d)] != before[("ods.orders", d)] for d in DAYS), "every day re-published"
+    spark.catalog.refreshTable("ods.orders")
+    status = spark.sql(
+        f"SELECT order_status FROM ods.orders VERSION AS OF '{DAYS[1]}' WHERE order_id = 900001"
+    )
+    assert [r.order_status for r in status.collect()] == ["paid"]
+    # Dagster: day 3 materialized again by this run, with its own check evaluations.
+    assert materialized(passed) == DAYS
+    checks = [(c.partition, c.passed) for c in check_evaluations(passed, "big_orders_settled")]
+    assert (DAYS[2], True) in checks, checks
