@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from py4j.clientserver import ClientServer
 from pyspark.sql import SparkSession
 
 T = TypeVar("T")
@@ -59,8 +60,6 @@ def with_snapshot_properties(
         )
     if not properties:
         return fn(*args)
-    from py4j.clientserver import ClientServer
-
     gateway = spark.sparkContext._gateway
     if not isinstance(gateway, ClientServer):
         raise RuntimeError(
