@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from sharp_dagster.cdc.ods_versions import day_tag, is_day_tag, ods_ref
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import MissingPartitionError
+from sharp_dagster.spark.wap import sharp_properties
 
 DAY_COLUMN = "dt"  # the column `read_days` names each row's day by, as the `dt` tables' partition column
 
@@ -128,7 +129,7 @@ def day_snapshots(store: IcebergTables, table: str) -> list[dict[str, Any]]:
             continue
         snapshot = t.snapshot(found.snapshotId())
         summary = {str(k): str(v) for k, v in dict(snapshot.summary()).items()}
-        props = {k[len("sharp.") :]: v for k, v in summary.items() if k.startswith("sharp.")}
+        props = sharp_properties(summary)
         if props.get("day", name) != name:
             # The day changed nothing here, so it committed nothing: its tag is at an earlier day's snapshot,
             # whose properties name that day's attempt, not the one that published this day.

@@ -6,7 +6,7 @@ from typing import Any
 
 from sharp_dagster.spark.iceberg_base import IcebergBase, java_error
 from sharp_dagster.spark.tables import TableRef
-from sharp_dagster.spark.wap import StalePublishError
+from sharp_dagster.spark.wap import StalePublishError, sharp_properties
 
 
 class SnapshotHistory(IcebergBase):
@@ -33,7 +33,7 @@ class SnapshotHistory(IcebergBase):
             source = summary.get("source-snapshot-id")
             if source and int(source) in snaps:
                 summary = {**dict(snaps[int(source)].summary or {}), **summary}
-            props = {k[len("sharp.") :]: v for k, v in summary.items() if k.startswith("sharp.")}
+            props = sharp_properties(summary)
             out.append(
                 {
                     "snapshot_id": int(row.snapshot_id),

@@ -105,6 +105,12 @@ def snapshot_properties(token: str, properties: Mapping[str, str] | None = None)
     return out
 
 
+def sharp_properties(summary: Mapping[str, str]) -> dict[str, str]:
+    """The `sharp.*` properties of a snapshot's summary, keys without the prefix: what `snapshot_properties` wrote
+    (`token`, and each of its `properties`)."""
+    return {k[len("sharp.") :]: v for k, v in summary.items() if k.startswith("sharp.")}
+
+
 def _checked_branch(ref: TableRef, branch: str) -> str:
     """`branch`, refused unless it is `stage_<plain identifier>` (the staging branches, and only they, are cleaned)."""
     if not branch.startswith(STAGE_PREFIX) or _BRANCH_CHARS.search(branch):
