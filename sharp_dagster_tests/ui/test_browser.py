@@ -55,9 +55,11 @@ def test_materialize_one_partition_from_the_ui(page, dagster_dev, gql, artifacts
         page.goto(page.url)  # reload with every layer expanded so the graph is fitted to the view
         for layer, names in LAYER_ASSETS.items():
             for name in names:
+                # The reloaded page lays the graph out afresh (in a web worker): on a loaded machine that took
+                # more than the default 5 s in CI, so the wait is the page's, as above.
                 expect(
                     page.get_by_text(name, exact=True).first, f"{layer}/{name} in the graph"
-                ).to_be_visible()
+                ).to_be_visible(timeout=60_000)
         _settle(page)
         page.screenshot(path=str(artifacts_dir / "asset-graph.png"))
         timings["graph"] = time.monotonic() - t0
