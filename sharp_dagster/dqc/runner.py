@@ -72,6 +72,11 @@ def blocking_failures(results: Iterable[RuleResult]) -> list[RuleResult]:
     return [r for r in results if r.blocking]
 
 
+def failed_rule_names(results: Iterable[RuleResult]) -> str:
+    """The failed strong rules' ids, as run messages and the job log name them."""
+    return ", ".join(r.rule_id for r in blocking_failures(results))
+
+
 def raise_for_blocking(results: Iterable[RuleResult]) -> None:
     failed = blocking_failures(results)
     if failed:

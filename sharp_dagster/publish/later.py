@@ -26,7 +26,7 @@ from dagster import AssetCheckEvaluation, AssetMaterialization, Failure
 
 from sharp_dagster.dqc.evaluate import RuleResult
 from sharp_dagster.dqc.rules import Rule
-from sharp_dagster.dqc.runner import BlockingFailure, RuleRunner, blocking_failures
+from sharp_dagster.dqc.runner import BlockingFailure, RuleRunner, blocking_failures, failed_rule_names
 from sharp_dagster.dqc.store import DqcStore
 from sharp_dagster.joblog import FAILURE
 from sharp_dagster.publish.rules import alert, check_fields, register_other_tables, rule_context
@@ -54,18 +54,13 @@ class LaterAudit:
     results: list[RuleResult]
 
 
-def later_parts(staged: Any) -> list[tuple[str, Staged]]:
-    """The later periods `staged` re-publishes with the run's own, oldest first (`StagedOds.later_parts`)."""
-    return list(getattr(staged, "later_parts", ()))
-
-
 def audit_later(
     run: PartitionRun, store: IcebergTables, staged: Any, asset: AssetPublish
 ) -> list[LaterAudit]:
     """Every rule of `asset` for every later period against its part, one scan each, as the run's `checks_later`
     step; stops after the first period whose strong rules fail (FAILURE: the caller publishes nothing,
     `first_failed`)."""
-    parts, rules = later_parts(staged), asset.rules
+    parts, rules = list(staged.later_parts), asset.rules
     if not parts or not rules:
         return [LaterAudit(key, part, []) for key, part in parts]
     audited: list[LaterAudit] = []
@@ -101,7 +96,7 @@ def _summary(run: PartitionRun, parts, audited: list[LaterAudit], rules: Sequenc
             f"audited the {len(audited)} later day(s) {run.key}'s run re-publishes ({days}) before the "
             f"publish: {each}, every strong rule passed"
         )
-    names = ", ".join(r.rule_id for r in blocking_failures(failed.results))
+    names = failed_rule_names(failed.results)
     skipped = [key for key, _ in parts[len(audited) :]]
     rest = f"; not audited: {', '.join(skipped)}" if skipped else ""
     return (

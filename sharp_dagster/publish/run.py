@@ -68,6 +68,9 @@ class Staged(Protocol):
 
     def discard(self, tables: IcebergTables) -> None: ...
 
+    @property
+    def later_parts(self) -> Sequence[tuple[str, Staged]]: ...
+
 
 # compute(key, run) -> the partition's rows, which the lifecycle stages on the run's branch; or what the compute
 # staged itself (an ODS merge's days: `Staged`). It records its own read/transform steps.

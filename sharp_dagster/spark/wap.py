@@ -83,6 +83,10 @@ class StagedPartition:
     def discard(self, tables: WriteAuditPublish) -> None:
         tables.discard(self)
 
+    @property
+    def later_parts(self) -> tuple:
+        return ()  # a partition's publish re-publishes no other partition
+
 
 def _plain_properties(ref: TableRef, properties: Mapping[str, str] | None) -> dict[str, str]:
     """The extra snapshot properties, each key checked to be plain (it becomes `sharp.<key>`)."""

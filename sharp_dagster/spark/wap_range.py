@@ -55,6 +55,10 @@ class StagedRange:
     def discard(self, tables: RangeStage) -> None:
         tables.drop_branches(self.ref, [self.branch])
 
+    @property
+    def later_parts(self) -> tuple:
+        return ()  # a range's publish re-publishes only its own partitions
+
 
 class RangeStage(WriteAuditPublish):
     """`stage_range`, `read_staged_range`, `publish_range` (a range's branch is dropped like any: `drop_branches`)."""
