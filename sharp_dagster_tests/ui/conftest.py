@@ -185,8 +185,12 @@ def _wait_location_loaded(dev, timeout: float) -> None:
 
 @pytest.fixture()
 def page(chromium_path):
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # An assertion waits as long as an action (`set_default_timeout` below): Playwright's default 5 s is less
+    # than the UI takes to lay out the asset graph on a loaded 2-core machine (a CI failure, reproduced with
+    # Chromium's CPU throttled).
+    expect.set_options(timeout=30_000)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(chromium_path), headless=True, args=ARGS)
         try:
