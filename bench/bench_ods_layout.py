@@ -276,12 +276,44 @@ def reads(ds, v3: TableRef, clock, repeat: int) -> dict:
     return out
 
 
+def read_vs_fresh_copy(ds, v3: TableRef, day: str, clock, repeat: int) -> dict:
+    """The DWD-like read of the newest day's tag after the days (their small files and deletion vectors, as the
+    daily upkeep left them) vs the same rows as a fresh copy: what the compaction policy costs the readers."""
+    store = ds.store
+    fresh = TableRef("bench", f"fresh_{ds.rows}", ())
+    store.drop_table(fresh)
+    writer = ds.spark.table(store.name(v3)).writeTo(store.name(fresh)).using("iceberg")
+    for key, value in PROPS.items():
+        writer = writer.tableProperty(key, value)
+    writer.create()
+    sources = {"fresh_copy": store.name(fresh), "tag_after_days": f"{store.name(v3)} VERSION AS OF '{day}'"}
+    timed: dict[str, list] = {name: [] for name in sources}
+    for source in sources.values():  # warm-up
+        ds.spark.sql(DWD_READ.format(source=source)).collect()
+    for _ in range(repeat):
+        for name, source in sources.items():
+            timed[name].append(clock.time(lambda s=source: ds.spark.sql(DWD_READ.format(source=s)).collect()))
+    out = {name: bm.summary(r) for name, r in timed.items()}
+    out["fresh_copy_files"] = storage(store, fresh)["data_files"]
+    out["ratio_tag_after_days_to_fresh_copy"] = round(
+        out["tag_after_days"]["best_s"] / out["fresh_copy"]["best_s"], 3
+    )
+    store.drop_table(fresh)
+    return out
+
+
 # What each day's compaction did (`rewrite_data_files`' own counts).
 REWRITE_COUNTS = ["rewritten_data_files_count", "added_data_files_count", "rewritten_bytes_count"]
 
 
 def storage_after_days(
-    ds, days: int, retentions: list[int], share: int | None = None, daily: int | None = None
+    ds,
+    days: int,
+    retentions: list[int],
+    share: int | None = None,
+    daily: int | None = None,
+    clock=None,
+    repeat: int = 2,
 ) -> dict:
     """`days` published days on a v3 current-state table, each replacing 1/`share` of the rows (deletes of the old
     rows + the new rows, as a day's merge writes them; default `rows/changes`) and tagged; then the upkeep
@@ -289,7 +321,8 @@ def storage_after_days(
     previous one left). With `daily`, the upkeep also runs after every day with that retention and the project's
     compaction options (`settings.ods_compact_options()`: the defaults, `SHARP_ODS_COMPACT_OPTIONS` over them), as its
     schedule runs it. Beside each measure, the least any layout keeps (`lower_bound_copies`): every row version
-    a kept tag can read, 1 + (kept tags - 1) x the share replaced per day, as copies of the state."""
+    a kept tag can read, 1 + (kept tags - 1) x the share replaced per day, as copies of the state. With `daily`
+    and a `clock`, the DWD-like read of the newest tag after the days vs a fresh copy (`read_vs_fresh_copy`)."""
     store, spark = ds.store, ds.spark
     v3 = current_v3(ds, "days")
     name = store.name(v3)
@@ -338,6 +371,8 @@ def storage_after_days(
             "compactions": compactions,
         }
     out["write_days_s"] = round(time.perf_counter() - t0, 1)
+    if daily and clock is not None:
+        out["read_after_days"] = read_vs_fresh_copy(ds, v3, day_tag(tag), clock, repeat)
     before = storage(store, v3)
     # Without the daily upkeep: the previous day's tag and one per published day.
     tags = sum(1 for n, kind in refs(store, v3).items() if kind == "TAG" and is_day_tag(n))
@@ -434,7 +469,7 @@ def measure(store, work: Path, args, started: float) -> dict:
         _progress(result)
     if "storage" in args.parts:
         result["storage"] = storage_after_days(
-            ds, args.days, args.retention, args.storage_share, args.daily_upkeep
+            ds, args.days, args.retention, args.storage_share, args.daily_upkeep, clock, args.repeat
         )
         _progress(result)
     if "scaling" in args.parts:
