@@ -44,7 +44,7 @@ import bench_merge as bm  # noqa: E402
 
 from sharp_dagster.cdc.ods_upkeep import compact, refs, storage, upkeep_table  # noqa: E402
 from sharp_dagster.cdc.ods_versions import ODS_TABLE_PROPERTIES, day_tag, is_day_tag  # noqa: E402
-from sharp_dagster.settings import DEFAULT_ODS_COMPACT_OPTIONS  # noqa: E402
+from sharp_dagster.settings import ods_compact_options  # noqa: E402
 from sharp_dagster.spark.tables import TableRef  # noqa: E402
 
 # accept-any-schema makes Spark 4.1 fail to resolve MERGE INTO's target columns (UNRESOLVED_COLUMN on `t`.`id`).
@@ -233,8 +233,10 @@ def time_day(ds, v3: TableRef, clock, repeat: int, floors: bool, check: bool = T
 
 
 def reads(ds, v3: TableRef, clock, repeat: int) -> dict:
-    """The DWD-like read of the day: a `dt` partition of the copy vs the tag (deletion vectors) vs after compaction."""
+    """The DWD-like read of the day: a `dt` partition of the copy vs the tag (deletion vectors) vs after the upkeep's
+    compaction (`settings.ods_compact_options()`)."""
     store, spark = ds.store, ds.spark
+    bm.run_copy(ds)  # the `dt` partition read below (`time_day` writes it too, when it runs)
     bm.run_merge_into(ds, v3)  # the day merged, kept this time, and tagged
     table = store._table(v3)
     table.manageSnapshots().createTag(day_tag(bm.DAY), table.currentSnapshot().snapshotId()).commit()
@@ -253,35 +255,81 @@ def reads(ds, v3: TableRef, clock, repeat: int) -> dict:
     for _ in range(repeat):
         for name, source in sources.items():
             timed[name].append(clock.time(lambda s=source: read(s)))
-    out["compaction"] = compact(store, v3, {"delete-file-threshold": "1"})
+    # The compaction the upkeep runs (the project's options): what readers of the tag get after it.
+    out["compaction_options"] = ods_compact_options()
+    out["compaction"] = compact(store, v3, out["compaction_options"])
     from sharp_dagster.cdc.ods_upkeep import _follow_compaction
 
     out["tags_moved_to_compaction"] = _follow_compaction(store, v3)
     source = f"{store.name(v3)} VERSION AS OF '{bm.DAY}'"
     read(source)
     timed["tag_after_compaction"] = [clock.time(lambda: read(source)) for _ in range(repeat)]
+    # Then every file with a delete rewritten (what the 30 % delete-ratio rule does to a file in the end).
+    out["full_compaction"] = compact(store, v3, {"delete-file-threshold": "1"})
+    out["tags_moved_to_full_compaction"] = _follow_compaction(store, v3)
+    read(source)
+    timed["tag_after_full_compaction"] = [clock.time(lambda: read(source)) for _ in range(repeat)]
     out.update({name: bm.summary(r) for name, r in timed.items()})
     base = out["dt_partition"]["best_s"]
-    for name in ("tag_with_deletes", "tag_after_compaction"):
+    for name in ("tag_with_deletes", "tag_after_compaction", "tag_after_full_compaction"):
         out[f"ratio_{name}_to_dt_partition"] = round(out[name]["best_s"] / base, 3)
     return out
 
 
+def read_vs_fresh_copy(ds, v3: TableRef, day: str, clock, repeat: int) -> dict:
+    """The DWD-like read of the newest day's tag after the days (their small files and deletion vectors, as the
+    daily upkeep left them) vs the same rows as a fresh copy: what the compaction policy costs the readers."""
+    store = ds.store
+    fresh = TableRef("bench", f"fresh_{ds.rows}", ())
+    store.drop_table(fresh)
+    writer = ds.spark.table(store.name(v3)).writeTo(store.name(fresh)).using("iceberg")
+    for key, value in PROPS.items():
+        writer = writer.tableProperty(key, value)
+    writer.create()
+    sources = {"fresh_copy": store.name(fresh), "tag_after_days": f"{store.name(v3)} VERSION AS OF '{day}'"}
+    timed: dict[str, list] = {name: [] for name in sources}
+    for source in sources.values():  # warm-up
+        ds.spark.sql(DWD_READ.format(source=source)).collect()
+    for _ in range(repeat):
+        for name, source in sources.items():
+            timed[name].append(clock.time(lambda s=source: ds.spark.sql(DWD_READ.format(source=s)).collect()))
+    out = {name: bm.summary(r) for name, r in timed.items()}
+    out["fresh_copy_files"] = storage(store, fresh)["data_files"]
+    out["ratio_tag_after_days_to_fresh_copy"] = round(
+        out["tag_after_days"]["best_s"] / out["fresh_copy"]["best_s"], 3
+    )
+    store.drop_table(fresh)
+    return out
+
+
+# What each day's compaction did (`rewrite_data_files`' own counts).
+REWRITE_COUNTS = ["rewritten_data_files_count", "added_data_files_count", "rewritten_bytes_count"]
+
+
 def storage_after_days(
-    ds, days: int, retentions: list[int], share: int | None = None, daily: int | None = None
+    ds,
+    days: int,
+    retentions: list[int],
+    share: int | None = None,
+    daily: int | None = None,
+    clock=None,
+    repeat: int = 2,
 ) -> dict:
     """`days` published days on a v3 current-state table, each replacing 1/`share` of the rows (deletes of the old
     rows + the new rows, as a day's merge writes them; default `rows/changes`) and tagged; then the upkeep
     (compaction, tag and snapshot expiry) with each retention, longest first (each upkeep runs on what the
     previous one left). With `daily`, the upkeep also runs after every day with that retention and the project's
-    default compaction options (`settings.DEFAULT_ODS_COMPACT_OPTIONS`), as its schedule runs it. Beside each measure, the least any layout keeps (`lower_bound_copies`): every row version
-    a kept tag can read, 1 + (kept tags - 1) x the share replaced per day, as copies of the state."""
+    compaction options (`settings.ods_compact_options()`: the defaults, `SHARP_ODS_COMPACT_OPTIONS` over them), as its
+    schedule runs it. Beside each measure, the least any layout keeps (`lower_bound_copies`): every row version
+    a kept tag can read, 1 + (kept tags - 1) x the share replaced per day, as copies of the state. With `daily`
+    and a `clock`, the DWD-like read of the newest tag after the days vs a fresh copy (`read_vs_fresh_copy`)."""
     store, spark = ds.store, ds.spark
     v3 = current_v3(ds, "days")
     name = store.name(v3)
     one_copy = storage(store, v3)["bytes"]
     share = share or max(1, round(ds.rows / max(1, ds.change_rows)))  # every share-th key changes each day
-    t0, copies, compactions = time.perf_counter(), [], 0
+    t0, copies, files, rewrites, compactions = time.perf_counter(), [], [], [], 0
+    options = ods_compact_options()
     for d in range(1, days + 1):
         pick = f"pmod(xxhash64(id, {d}), {share}) = 0"
         changed = (
@@ -305,18 +353,26 @@ def storage_after_days(
         tag = (bm.date.fromisoformat(bm.DAY) + bm.timedelta(days=d - 1)).isoformat()
         table.manageSnapshots().createTag(day_tag(tag), table.currentSnapshot().snapshotId()).commit()
         if daily:
-            kept = upkeep_table(store, v3, daily, DEFAULT_ODS_COMPACT_OPTIONS, now=bm_now_plus_grace())
+            kept = upkeep_table(store, v3, daily, options, now=bm_now_plus_grace())
             copies.append(round(kept.storage_after["bytes"] / one_copy, 2))
+            files.append([kept.storage_after["data_files"], kept.storage_after["delete_files"]])
+            c = kept.compaction
+            rewrites.append([c.get(f"data_{k}", 0) for k in REWRITE_COUNTS])
             compactions += bool(kept.compaction.get("data_rewritten_data_files_count"))
     store._refresh(v3)
     out = {"days": days, "rows_changed_per_day_share": round(1 / share, 4), "one_copy_bytes": one_copy}
     if daily:
         out["daily_upkeep"] = {
             "retention": daily,
+            "compact_options": options,
             "copies_after_each_day": copies,
+            "data_and_delete_files_after_each_day": files,
+            "compaction_after_each_day": {"counts": REWRITE_COUNTS, "days": rewrites},
             "compactions": compactions,
         }
     out["write_days_s"] = round(time.perf_counter() - t0, 1)
+    if daily and clock is not None:
+        out["read_after_days"] = read_vs_fresh_copy(ds, v3, day_tag(tag), clock, repeat)
     before = storage(store, v3)
     # Without the daily upkeep: the previous day's tag and one per published day.
     tags = sum(1 for n, kind in refs(store, v3).items() if kind == "TAG" and is_day_tag(n))
@@ -413,7 +469,7 @@ def measure(store, work: Path, args, started: float) -> dict:
         _progress(result)
     if "storage" in args.parts:
         result["storage"] = storage_after_days(
-            ds, args.days, args.retention, args.storage_share, args.daily_upkeep
+            ds, args.days, args.retention, args.storage_share, args.daily_upkeep, clock, args.repeat
         )
         _progress(result)
     if "scaling" in args.parts:

@@ -54,11 +54,14 @@ def parse_retention_days(text: str) -> int:
 
 ODS_COMPACT_OPTIONS_ENV = "SHARP_ODS_COMPACT_OPTIONS"
 # What the ODS compaction rewrites besides Iceberg's defaults (files with >= 30 % of their rows deleted, files over
-# 180 % of the target size): files under 16 MiB only, not every file under 75 % of the 512 MiB target. A kept day
+# 180 % of the target size): files under 1 MiB only, not every file under 75 % of the 512 MiB target. A kept day
 # tag holds the files it was published with, so each rewrite of a still-live file adds a copy of it until the
 # tags before it expire: with Iceberg's default, a table of files under 384 MiB was rewritten whole every few days
-# (bench/RESULTS.md `ods_storage_policy`: 16x one copy after 30 days at 0.16 % of the rows changed a day).
-DEFAULT_ODS_COMPACT_OPTIONS = {"min-file-size-bytes": str(16 * 1024 * 1024)}
+# (bench/RESULTS.md `ods_storage_policy`: 16x one copy after 30 days at 0.16 % of the rows changed a day). The
+# bound is low so that the day files are packed about once: Iceberg packs the small files once 5 gather
+# (`min-input-files`), and a pack of a few days' files is no longer small, so it is not packed again each time
+# more day files come (with 16 MiB it was, every second day: 1.61x after those 30 days).
+DEFAULT_ODS_COMPACT_OPTIONS = {"min-file-size-bytes": str(1024 * 1024)}
 
 
 def ods_compact_options() -> dict[str, str]:

@@ -104,12 +104,13 @@ def test_retention_below_one_day_is_refused():
 
 
 def test_compaction_rewrites_small_files_unless_told_otherwise(monkeypatch):
-    """By default a file is rewritten for its size only under 16 MiB (a kept tag holds a rewritten file's old copy:
-    Iceberg's 384 MiB would rewrite most tables whole); the user's options win, key by key."""
+    """By default a file is rewritten for its size only under 1 MiB (a kept tag holds a rewritten file's old copy:
+    Iceberg's 384 MiB would rewrite most tables whole, and 16 MiB re-packed the packed day files every second
+    day); the user's options win, key by key."""
     from sharp_dagster.settings import ODS_COMPACT_OPTIONS_ENV, ods_compact_options
 
     monkeypatch.delenv(ODS_COMPACT_OPTIONS_ENV, raising=False)
-    assert ods_compact_options() == {"min-file-size-bytes": "16777216"}
+    assert ods_compact_options() == {"min-file-size-bytes": "1048576"}
     monkeypatch.setenv(ODS_COMPACT_OPTIONS_ENV, "min-file-size-bytes=1,delete-file-threshold=2")
     assert ods_compact_options() == {"min-file-size-bytes": "1", "delete-file-threshold": "2"}
     monkeypatch.setenv(ODS_COMPACT_OPTIONS_ENV, "min-file-size-bytes")

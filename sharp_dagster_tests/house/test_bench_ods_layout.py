@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from sharp_dagster.settings import ods_compact_options
 from sharp_dagster_tests.conftest import fresh_tables
 from sharp_dagster_tests.house.test_benches import BENCH, _load
 
@@ -22,8 +23,10 @@ def test_the_quick_run_measures_every_part(spark, tmp_path):
     assert {"copy", "merge_into_mor", "floor_day_rows"} <= set(day) and day["copy"]["best_s"] > 0
     reads = result["reads"]
     assert reads["delete_files_at_tag"] > 0  # the tagged day was read with its deletion vectors
-    assert reads["compaction"]["data_removed_delete_files_count"] > 0
-    assert reads["tags_moved_to_compaction"] == ["2024-05-06"]
+    assert reads["compaction_options"] == ods_compact_options()  # first the upkeep's own compaction
+    assert reads["full_compaction"]["data_removed_delete_files_count"] > 0  # then every file with a delete
+    assert reads["tags_moved_to_full_compaction"] == ["2024-05-06"]
+    assert reads["ratio_tag_after_full_compaction_to_dt_partition"] > 0
     storage = result["storage"]
     assert storage["all_tags_kept"]["copies"] > 1 and storage["after_upkeep_retention_2"]["kept_tags"] == 2
     assert [p["state_rows"] for p in result["scaling"]] == [1000, 2000]
