@@ -10,9 +10,9 @@ the two, the function `merge_day` ends with. So `merge_day(state, day)` is exact
 rows it never names: then every state row is a touched row.
 
 `merge_into` writes those rows onto a branch of both tables (merge-on-read: the replaced rows get deletion vectors,
-the new rows are appended): to `ods.<table>` by a `MERGE INTO` that only updates or deletes the rows it holds of
-the touched keys (the day's rows broadcast past a key-only scan of the state) and an append of the rows of keys
-new to it (which keys it holds: what `day_rows`' look found); the keys the day deleted to `ods_state.<table>` (with the delete's position), the keys it brought back
+the new rows are appended): to `ods.<table>` a `DELETE FROM` of the rows it holds of the touched keys (the held
+keys broadcast past a key-only scan of the state; which keys it holds: what `day_rows`' look found) and one append
+of every live row of the day; the keys the day deleted to `ods_state.<table>` (with the delete's position), the keys it brought back
 removed from there. Nothing of the untouched state is rewritten, and the state is never shuffled.
 """
 
@@ -272,40 +272,23 @@ def _evolve(store: IcebergTables, table: str, plan: MergePlan, day: str) -> None
 
 def _write(store: IcebergTables, table: str, branch: str, view: str, plan: MergePlan, null_key: bool) -> None:
     """The touched keys' rows on the branch: `ods.<table>` gets their live rows, `ods_state.<table>` their
-    tombstones. `ods`: a `MERGE INTO` that only matches (update or delete the rows it holds of those keys: an inner
-    join, the day's rows broadcast past a key-only scan of the state, which is never shuffled), then the rows of
-    keys new to it appended (`view` holds `DayRows.flagged`: which keys `ods` holds is what the state look of
-    `day_rows` found, so `ods` is not looked at again); a day too big to broadcast takes one `MERGE INTO` with an insert clause (an outer
-    join: both sides shuffled). `ods_state`: one `MERGE INTO` from the rows' key, position and deleted flag."""
+    tombstones. `ods`: the rows it holds of those keys deleted, then the day's live rows appended (`_replace`;
+    `view` holds `DayRows.flagged`: which keys `ods` holds is what the state look of `day_rows` found, so `ods` is
+    not looked at again); a day too big to broadcast takes one `MERGE INTO` with an insert clause (an outer join:
+    both sides shuffled). `ods_state`: one `MERGE INTO` from the rows' key, position and deleted flag."""
     eq = "<=>" if null_key else "="  # a plain equi-join probes a faster hash table
     on = " AND ".join(f"t.`{k}` {eq} s.`{k}`" for k in plan.keys)
     live_cols = [c for c, _ in plan.columns] + [SEQ_COLUMN]
     dead_cols = [*tombstone_columns(plan), SEQ_COLUMN]
     deleted = f"s.`{DELETED_COLUMN}`"
     ods, dead = (f"{store.name(ref)}.`branch_{branch}`" for ref in (ods_ref(table), tombstones_ref(table)))
-    matched = f"WHEN MATCHED AND {deleted} THEN DELETE WHEN MATCHED THEN UPDATE SET {_assign(live_cols)} "
     rows = store.spark.table(view)
     if rows.count() > BROADCAST_MAX_ROWS:
+        matched = f"WHEN MATCHED AND {deleted} THEN DELETE WHEN MATCHED THEN UPDATE SET {_assign(live_cols)} "
         inserted = f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT {_insert(live_cols)}"
         store.spark.sql(f"MERGE INTO {ods} t USING {view} s ON {on} {matched}{inserted}")
     else:
-        held, new = _split_held(rows)
-        if not held.isEmpty():  # an empty MERGE would still commit a snapshot
-            # The source is broadcast by its size: Spark drops a broadcast hint on a MERGE's source (the join
-            # already carries the hint that keeps the target from being broadcast for the MERGE's cardinality
-            # check). A cached frame's statistics are its real size once it is computed.
-            held = held.cache()
-            held.count()
-            size = int(held._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
-            try:
-                with _temp_view(held) as source, _broadcast_up_to(store.spark, size):
-                    store.spark.sql(f"MERGE INTO {ods} t USING {source} s ON {on} {matched}")
-            finally:
-                held.unpersist()
-        if not new.isEmpty():
-            with _temp_view(new) as source:
-                names = _names(live_cols)  # by name: an added column sits after `_binlog_seq` in the table
-                store.spark.sql(f"INSERT INTO {ods} ({names}) SELECT {names} FROM {source}")
+        _replace(store.spark, ods, rows, plan.keys, null_key, live_cols)
     source = f"(SELECT {_names([*dead_cols, DELETED_COLUMN])} FROM {view})"
     store.spark.sql(
         f"MERGE INTO {dead} t USING {source} s ON {on} "
@@ -317,11 +300,39 @@ def _write(store: IcebergTables, table: str, branch: str, view: str, plan: Merge
         store._refresh(ref)
 
 
-def _split_held(flagged: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """The day's rows (`DayRows.flagged`) split by what the state look of `day_rows` found: those of keys `ods`
-    holds (to update or delete) and the live rows of keys it does not (to append)."""
-    new = flagged.where(~F.col(HELD) & ~F.col(DELETED_COLUMN)).drop(HELD)
-    return flagged.where(F.col(HELD)).drop(HELD), new
+def _replace(
+    spark: SparkSession, ods: str, flagged: DataFrame, keys: Sequence[str], null_key: bool, columns: list[str]
+) -> None:
+    """`ods`' rows of the held keys deleted, then every live row of the day appended: a `DELETE FROM` (a
+    broadcast semi join past a key-only scan, merge-on-read: deletion vectors) and one `INSERT INTO`. Not a
+    `MERGE INTO`: that shuffles the matched rows by row id for its cardinality check (pointless: the day has
+    one row per key) and carries the v3 row-lineage columns. An empty step commits nothing."""
+    held = flagged.where(F.col(HELD)).select(*[F.col(f"`{k}`") for k in keys]).cache()
+    try:
+        if held.count():
+            # Broadcast by its size (a cached frame's statistics are its real size once computed), whatever the
+            # session's threshold: the semi join then never shuffles the state.
+            size = int(held._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+            with _temp_view(held) as source, _broadcast_up_to(spark, size):
+                spark.sql(f"DELETE FROM {ods} t WHERE {_held_condition(source, keys, null_key)}")
+    finally:
+        held.unpersist()
+    live = flagged.where(~F.col(DELETED_COLUMN))
+    if not live.isEmpty():
+        with _temp_view(live) as source:
+            names = _names(columns)  # by name: an added column sits after `_binlog_seq` in the table
+            spark.sql(f"INSERT INTO {ods} ({names}) SELECT {names} FROM {source}")
+
+
+def _held_condition(source: str, keys: Sequence[str], null_key: bool) -> str:
+    """`ods`' rows whose key is in `source`: an IN (multi-column for a composite key); with a null in a key
+    column, a correlated EXISTS matching null-safely (`<=>`), since IN never matches a null."""
+    if null_key:
+        on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
+        return f"EXISTS (SELECT 1 FROM {source} s WHERE {on})"
+    target = ", ".join(f"t.`{k}`" for k in keys)
+    target = target if len(keys) == 1 else f"({target})"
+    return f"{target} IN (SELECT {_names(keys)} FROM {source})"
 
 
 @contextmanager

@@ -468,10 +468,10 @@ def _assert_executors_ran_the_work(events: Path) -> None:
     for what, needles in {
         "the landing's Kafka read and parse": ("KafkaRelation", "MapInArrow"),
         "the landing's append": ("AppendData", "IcebergWrite(table=sharp.original_binlog.shop,"),
-        # A day's merge reads the tombstones, merges the touched keys into the current state on the run's branch
-        # (MERGE INTO: a key-only scan, MergeRows) and appends the new keys (cdc/ods_merge.py).
+        # A day's merge reads the tombstones, deletes the touched keys' rows of the current state on the run's
+        # branch (DELETE FROM: a key-only scan, WriteDelta) and appends the day's live rows (cdc/ods_merge.py).
         "the merge's read of ods_state.orders": ("BatchScan sharp.ods_state.orders ",),
-        "the merge's MERGE INTO ods.orders": ("MergeRows", "BatchScan sharp.ods.orders"),
+        "the merge's DELETE FROM ods.orders": ("WriteDelta", "BatchScan sharp.ods.orders"),
         "the merge's append to ods.orders": ("IcebergWrite(table=sharp.ods.orders,",),
         "the DWD build": ("IcebergWrite(table=sharp.dwd.order_detail,",),
         "the ADS build": ("IcebergWrite(table=sharp.ads.gmv_by_category,",),
