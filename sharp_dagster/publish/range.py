@@ -32,7 +32,7 @@ import logging
 from contextlib import ExitStack
 from typing import Any
 
-from sharp_dagster.dqc.runner import blocking_failures, failed_rule_names
+from sharp_dagster.dqc.runner import failed_rule_names
 from sharp_dagster.failpoints import failpoint
 from sharp_dagster.joblog import Period
 from sharp_dagster.lineage import openlineage
@@ -148,8 +148,8 @@ def _audit(runs: list[PartitionRun], staged, tables: IcebergTables, asset: Asset
         return [[] for _ in runs], audit_later(runs[-1], tables, staged, asset)
     out = evaluate_range(runs, tables, staged, asset.rules, asset.grain, asset.grains)
     for run, results in zip(runs, out, strict=False):
-        if blocking_failures(results):
-            names = failed_rule_names(results)
+        names = failed_rule_names(results)
+        if names:
             raise BatchAbandoned(f"{run.asset.job_name} [{run.key}]: strong rule(s) failed: {names}")
     later = audit_later(runs[-1], tables, staged, asset)
     bad = first_failed(later)
