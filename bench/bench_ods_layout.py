@@ -232,6 +232,17 @@ def time_day(ds, v3: TableRef, clock, repeat: int, floors: bool, check: bool = T
     return out
 
 
+def alternated_reads(spark, sources: dict[str, str], clock, repeat: int) -> dict[str, list]:
+    """The DWD-like read of each source once as a warm-up, then `repeat` timed rounds alternating the sources."""
+    timed: dict[str, list] = {name: [] for name in sources}
+    for source in sources.values():
+        spark.sql(DWD_READ.format(source=source)).collect()
+    for _ in range(repeat):
+        for name, source in sources.items():
+            timed[name].append(clock.time(lambda s=source: spark.sql(DWD_READ.format(source=s)).collect()))
+    return timed
+
+
 def reads(ds, v3: TableRef, clock, repeat: int) -> dict:
     """The DWD-like read of the day: a `dt` partition of the copy vs the tag (deletion vectors) vs after the upkeep's
     compaction (`settings.ods_compact_options()`)."""
@@ -249,12 +260,7 @@ def reads(ds, v3: TableRef, clock, repeat: int) -> dict:
     def read(source: str) -> None:
         spark.sql(DWD_READ.format(source=source)).collect()
 
-    timed = {name: [] for name in sources}
-    for name in sources:
-        read(sources[name])
-    for _ in range(repeat):
-        for name, source in sources.items():
-            timed[name].append(clock.time(lambda s=source: read(s)))
+    timed = alternated_reads(spark, sources, clock, repeat)
     # The compaction the upkeep runs (the project's options): what readers of the tag get after it.
     out["compaction_options"] = ods_compact_options()
     out["compaction"] = compact(store, v3, out["compaction_options"])
@@ -287,13 +293,7 @@ def read_vs_fresh_copy(ds, v3: TableRef, day: str, clock, repeat: int) -> dict:
         writer = writer.tableProperty(key, value)
     writer.create()
     sources = {"fresh_copy": store.name(fresh), "tag_after_days": f"{store.name(v3)} VERSION AS OF '{day}'"}
-    timed: dict[str, list] = {name: [] for name in sources}
-    for source in sources.values():  # warm-up
-        ds.spark.sql(DWD_READ.format(source=source)).collect()
-    for _ in range(repeat):
-        for name, source in sources.items():
-            timed[name].append(clock.time(lambda s=source: ds.spark.sql(DWD_READ.format(source=s)).collect()))
-    out = {name: bm.summary(r) for name, r in timed.items()}
+    out = {name: bm.summary(r) for name, r in alternated_reads(ds.spark, sources, clock, repeat).items()}
     out["fresh_copy_files"] = storage(store, fresh)["data_files"]
     out["ratio_tag_after_days_to_fresh_copy"] = round(
         out["tag_after_days"]["best_s"] / out["fresh_copy"]["best_s"], 3
