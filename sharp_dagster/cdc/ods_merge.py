@@ -32,7 +32,7 @@ from sharp_dagster.cdc.merge import (
     BROADCAST_MAX_ROWS,
     DayEvents,
     _delta,
-    _delta_stats,
+    _stats_columns,
     build_plan,
     conform_base,
     key_condition,
@@ -47,8 +47,10 @@ from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.commit_properties import with_snapshot_properties
 from sharp_dagster.spark.iceberg import IcebergTables
 
-# The column of `DayRows.flagged` that says the state held the key as a live row.
+# The columns of `DayRows.flagged` that say the state held the key as a live row (so `ods.<table>` holds it), or
+# as a tombstone (so `ods_state.<table>` holds it).
 HELD = "__held"
+DEAD = "__dead"
 
 
 @dataclass(frozen=True)
@@ -58,9 +60,19 @@ class DayRows:
     rows: DataFrame
     plan: MergePlan
     null_key: bool  # a key column holds a null: the writes match keys null-safely
-    # `rows` plus `HELD` (the state held the key as a live row, so `ods.<table>` holds it): what the key-only look
-    # at the state found, kept so that the write needs no second look at `ods`.
+    # `rows` plus `HELD` and `DEAD`: what the key-only look at the state found, kept so that the writes need no
+    # second look at which keys `ods` or `ods_state` holds.
     flagged: DataFrame
+
+
+@dataclass(frozen=True)
+class DayFacts:
+    """What the writes and the state look need to know of the folded day: one job over it."""
+
+    keys: int
+    null_key: bool  # a key column holds a null
+    lacking: list[str]  # the value columns some key of the day has no setter of (a partial image lacks them)
+    oldest_setter: dict[str, object]  # per value column, the oldest position of the day's last setters of it
 
 
 @dataclass(frozen=True)
@@ -93,33 +105,50 @@ def day_rows(
     events = events if events is not None else table_events(changes)
     plan = build_plan(base, changes, key_columns, columns, shard_column, events)
     delta = checkpoint(_delta(changes, plan))
-    keys, null_key = _delta_stats(delta, plan)
+    facts = _day_facts(delta, plan)
+    null_key = facts.null_key
     if base is None:
-        return _day_rows(
-            delta.select(*_finalize(plan, False, True), F.lit(False).alias(HELD)), plan, null_key
-        )
+        nothing = [F.lit(False).alias(HELD), F.lit(False).alias(DEAD)]
+        return _day_rows(delta.select(*_finalize(plan, False, True), *nothing), plan, null_key)
     state = conform_base(base, plan)
     if plan.truncates or plan.defaults:  # the day changes rows it never names: every state row is touched
         joined = state.join(delta, key_condition(plan), "full_outer")
     else:
-        small = keys <= broadcast_max_rows
-        touched = _touched_state(state, delta, plan, null_key, small)
+        small = facts.keys <= broadcast_max_rows
+        touched = _touched_state(state, delta, plan, facts, small)
         # The state's rows of the day's keys (at most one per key) broadcast past the day: only the fold shuffles.
         joined = (F.broadcast(touched) if small else touched).join(
             delta, key_condition(plan, null_key), "right"
         )
-    # The state side's `_is_deleted` (null where the state has no row of the key) says whether `ods` holds it.
+    # The state side's `_is_deleted` (null where the state has no row of the key) says which table holds it.
     held = F.coalesce(~F.col(DELETED_COLUMN), F.lit(False)).alias(HELD)
-    return _day_rows(joined.select(*_finalize(plan, True, None), held), plan, null_key)
+    dead = F.coalesce(F.col(DELETED_COLUMN), F.lit(False)).alias(DEAD)
+    return _day_rows(joined.select(*_finalize(plan, True, None), held, dead), plan, null_key)
 
 
 def _day_rows(flagged: DataFrame, plan: MergePlan, null_key: bool) -> DayRows:
     flagged = checkpoint(flagged)
-    return DayRows(flagged.drop(HELD), plan, null_key, flagged)
+    return DayRows(flagged.drop(HELD, DEAD), plan, null_key, flagged)
+
+
+def _day_facts(delta: DataFrame, plan: MergePlan) -> DayFacts:
+    """The folded day's key count, null key, lacking columns and oldest setters, in one job over it."""
+    per_column = []
+    for j in range(len(plan.values)):
+        setter = F.col(f"__c{j}")
+        per_column += [F.max(setter.isNull()).alias(f"l{j}"), F.min(setter["s"]).alias(f"o{j}")]
+    row = delta.agg(*_stats_columns(plan), *per_column).first()
+    values = list(enumerate(c for c, _ in plan.values))
+    return DayFacts(
+        int(row["n"]),
+        bool(row["null_key"]),
+        [c for j, c in values if row[f"l{j}"]],
+        {c: row[f"o{j}"] for j, c in values},
+    )
 
 
 def _touched_state(
-    state: DataFrame, delta: DataFrame, plan: MergePlan, null_key: bool, small: bool
+    state: DataFrame, delta: DataFrame, plan: MergePlan, facts: DayFacts, small: bool
 ) -> DataFrame:
     """The state's rows of the day's keys, with the values `finalize` takes from them.
 
@@ -128,18 +157,18 @@ def _touched_state(
     used only when no event of the day newer than it sets the column (a partial image, a replayed older event), so
     a day of full images reads no value column of the state: the look stays key-only and its cost grows with the
     state's key column alone. Only a replayed event that leaves a column to the state which the look did not
-    read costs a second read, of those columns, for those rows' keys. Where the look read a value `finalize` does
-    not use, it does not change the result.
+    read costs a second read, of those columns, for those rows' keys; whether one can is first told by positions
+    alone (`_replayed`). Where the look read a value `finalize` does not use, it does not change the result.
     """
     # A plain equi-join probes a faster hash table; without a null key in the day it is the same join.
-    on = key_condition(plan, null_key)
+    on = key_condition(plan, facts.null_key)
     hint = F.broadcast if small else (lambda df: df)
-    read = _lacking(delta, plan)
+    read = facts.lacking
     day_keys = delta.select(*delta_key_names(plan))
     found = checkpoint(state.select(*_state_cols(plan, read)).join(hint(day_keys), on, "left_semi"))
     needs = _needs(plan)
     wanted = [f"__n{j}" for j, (c, _) in enumerate(plan.values) if c not in read]
-    if not wanted:
+    if not wanted or not _replayed(found, [facts.oldest_setter[c] for c, _ in plan.values if c not in read]):
         return found.select(*_state_cols(plan, read, fill=True))
     marked = (
         hint(found.select(*_state_cols(plan, [])))
@@ -160,15 +189,13 @@ def _touched_state(
     )
 
 
-def _lacking(delta: DataFrame, plan: MergePlan) -> list[str]:
-    """The value columns that some key of the day has no setter of (a partial image lacks them): one small job
-    over the folded day."""
-    if not plan.values:
-        return []
-    row = delta.agg(
-        *[F.max(F.col(f"__c{j}").isNull()).alias(f"l{j}") for j in range(len(plan.values))]
-    ).first()
-    return [c for j, (c, _) in enumerate(plan.values) if row[f"l{j}"]]
+def _replayed(found: DataFrame, oldest: Sequence[object]) -> bool:
+    """Can a live state row be as new as a day's last setter of a column (`oldest`: per column, the oldest)? Only
+    then can `finalize` take a state value the look did not read: every key of the day sets these columns, and a
+    setter newer than the state's row wins. One small job over the found rows' positions."""
+    newest = found.where(~F.col(DELETED_COLUMN)).agg(F.max(F.col(SEQ_COLUMN).cast(SEQ_TYPE))).first()[0]
+    known = [o for o in oldest if o is not None]
+    return newest is not None and (len(known) < len(oldest) or min(known) <= newest)
 
 
 def _state_cols(plan: MergePlan, values: Sequence[str], fill: bool = False) -> list:
@@ -222,16 +249,13 @@ def merge_into(
         for ref in ods_store.both(table):
             store._commit_refs(ref, lambda t: t.manageSnapshots().createBranch(branch))
     _evolve(store, table, plan, day)
-    view = f"__ods_day_{uuid.uuid4().hex}"
-    merged.flagged.createOrReplaceTempView(view)
-    try:
+    changed = merged.rows.count()
+    with _temp_view(merged.flagged) as view:
         with_snapshot_properties(
-            store.spark, properties, _write, store, table, branch, view, plan, merged.null_key
+            store.spark, properties, _write, store, table, branch, view, plan, merged.null_key, changed
         )
-    finally:
-        store.spark.catalog.dropTempView(view)
     heads = tuple(ods_store.ref_snapshot(store, ref, branch) for ref in ods_store.both(table))
-    return StagedDay(day, heads, merged.rows.count())
+    return StagedDay(day, heads, changed)
 
 
 # A table property per column a day's ALTER added: the day it was added (`sharp.column-since.<column>`).
@@ -270,26 +294,29 @@ def _evolve(store: IcebergTables, table: str, plan: MergePlan, day: str) -> None
     store._refresh(ods_ref(table))
 
 
-def _write(store: IcebergTables, table: str, branch: str, view: str, plan: MergePlan, null_key: bool) -> None:
-    """The touched keys' rows on the branch: `ods.<table>` gets their live rows, `ods_state.<table>` their
-    tombstones. `ods`: the rows it holds of those keys deleted, then the day's live rows appended (`_replace`;
-    `view` holds `DayRows.flagged`: which keys `ods` holds is what the state look of `day_rows` found, so `ods` is
-    not looked at again); a day too big to broadcast takes one `MERGE INTO` with an insert clause (an outer join:
-    both sides shuffled). `ods_state`: one `MERGE INTO` from the rows' key, position and deleted flag."""
+def _write(
+    store: IcebergTables, table: str, branch: str, view: str, plan: MergePlan, null_key: bool, rows: int
+) -> None:
+    """The touched keys' rows (`rows` of them) on the branch: `ods.<table>` gets their live rows,
+    `ods_state.<table>` their tombstones. `view` holds `DayRows.flagged`: which keys each table holds is what the
+    state look of `day_rows` found, so neither is looked at again. `ods`: the rows it holds of those keys deleted,
+    then the day's live rows appended (`_replace`); a day too big to broadcast takes one `MERGE INTO` with an
+    insert clause (an outer join: both sides shuffled). `ods_state`: one `MERGE INTO` from the key, position and
+    deleted flag of the rows it can change: the day's tombstones and the keys it holds (`DEAD`), a small source
+    whatever the day's size."""
     eq = "<=>" if null_key else "="  # a plain equi-join probes a faster hash table
     on = " AND ".join(f"t.`{k}` {eq} s.`{k}`" for k in plan.keys)
     live_cols = [c for c, _ in plan.columns] + [SEQ_COLUMN]
     dead_cols = [*tombstone_columns(plan), SEQ_COLUMN]
     deleted = f"s.`{DELETED_COLUMN}`"
     ods, dead = (f"{store.name(ref)}.`branch_{branch}`" for ref in (ods_ref(table), tombstones_ref(table)))
-    rows = store.spark.table(view)
-    if rows.count() > BROADCAST_MAX_ROWS:
+    if rows > BROADCAST_MAX_ROWS:
         matched = f"WHEN MATCHED AND {deleted} THEN DELETE WHEN MATCHED THEN UPDATE SET {_assign(live_cols)} "
         inserted = f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT {_insert(live_cols)}"
         store.spark.sql(f"MERGE INTO {ods} t USING {view} s ON {on} {matched}{inserted}")
     else:
-        _replace(store.spark, ods, rows, plan.keys, null_key, live_cols)
-    source = f"(SELECT {_names([*dead_cols, DELETED_COLUMN])} FROM {view})"
+        _replace(store.spark, ods, store.spark.table(view), plan.keys, null_key, live_cols)
+    source = f"(SELECT {_names([*dead_cols, DELETED_COLUMN])} FROM {view} WHERE `{DELETED_COLUMN}` OR `{DEAD}`)"
     store.spark.sql(
         f"MERGE INTO {dead} t USING {source} s ON {on} "
         f"WHEN MATCHED AND NOT {deleted} THEN DELETE "
