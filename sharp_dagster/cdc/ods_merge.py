@@ -316,7 +316,9 @@ def _write(
         store.spark.sql(f"MERGE INTO {ods} t USING {view} s ON {on} {matched}{inserted}")
     else:
         _replace(store.spark, ods, store.spark.table(view), plan.keys, null_key, live_cols)
-    source = f"(SELECT {_names([*dead_cols, DELETED_COLUMN])} FROM {view} WHERE `{DELETED_COLUMN}` OR `{DEAD}`)"
+    source = (
+        f"(SELECT {_names([*dead_cols, DELETED_COLUMN])} FROM {view} WHERE `{DELETED_COLUMN}` OR `{DEAD}`)"
+    )
     store.spark.sql(
         f"MERGE INTO {dead} t USING {source} s ON {on} "
         f"WHEN MATCHED AND NOT {deleted} THEN DELETE "
