@@ -411,17 +411,19 @@ def _scaling_point(ds, point: dict) -> dict:
     timed = [m for m in ("copy", "merge_into_mor", "ours") if isinstance(point.get(m), dict)]
     out = {"state_rows": ds.rows, "change_rows": ds.change_rows}
     out.update({f"{m}_s": point[m]["best_s"] for m in timed})
+    out.update({f"{m}_cpu_s": point[m]["cpu_best_s"] for m in timed})
     out["load_1m"] = {m: point[m]["load_1m"] for m in timed}
     return out
 
 
-def scaling(store, work: Path, sizes: list[int], changes: int, clock) -> list[dict]:
-    """copy, MERGE INTO (merge-on-read) and ours at other state sizes, with the same changes."""
+def scaling(store, work: Path, sizes: list[int], changes: int, clock, repeat: int) -> list[dict]:
+    """copy, MERGE INTO (merge-on-read) and ours at other state sizes, with the same changes, `repeat` alternated
+    rounds each (best kept, as in the day's comparison)."""
     points = []
     for n in sizes:
         ds = bm.Dataset(store, work, n, changes)
         v3 = current_v3(ds)
-        point = time_day(ds, v3, clock, repeat=1, floors=False, check=False)
+        point = time_day(ds, v3, clock, repeat=repeat, floors=False, check=False)
         points.append(_scaling_point(ds, point))
         _progress({"scaling_point": points[-1]})
     return points
@@ -474,7 +476,7 @@ def measure(store, work: Path, args, started: float) -> dict:
         _progress(result)
     if "scaling" in args.parts:
         others = [n for n in args.scaling if n != args.rows]
-        points = scaling(store, work, others, args.changes, clock) if others else []
+        points = scaling(store, work, others, args.changes, clock, args.repeat) if others else []
         if "day" in result:
             points.append(_scaling_point(ds, result["day"]))
         result["scaling"] = sorted(points, key=lambda p: p["state_rows"])
@@ -485,7 +487,7 @@ def measure(store, work: Path, args, started: float) -> dict:
 
 
 def _growth(points: list[dict]) -> dict:
-    """Time factors from the smallest state to the largest (the same changes)."""
+    """Wall and CPU time factors from the smallest state to the largest (the same changes)."""
     first, last = points[0], points[-1]
     if last["state_rows"] <= first["state_rows"]:
         return {}
@@ -493,6 +495,7 @@ def _growth(points: list[dict]) -> dict:
     for m in ("copy", "merge_into_mor", "ours"):
         if f"{m}_s" in first and f"{m}_s" in last:
             out[f"{m}_time_factor"] = round(last[f"{m}_s"] / first[f"{m}_s"], 2)
+            out[f"{m}_cpu_factor"] = round(last[f"{m}_cpu_s"] / first[f"{m}_cpu_s"], 2)
     return out
 
 

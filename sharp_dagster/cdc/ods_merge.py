@@ -2,18 +2,19 @@
 deletes of the rows they replace, written merge-on-read on a staging branch.
 
 `day_rows` is `merge.merge_day` restricted to the keys the day touches: the day is folded as `merge_day` folds it
-(`merge._delta`), the state rows of those keys are found by one look at the state (keys, position, deleted
-flag, and the columns partial images of the day lack; the day's keys broadcast), the state's other columns are
-read only for the rows whose values the result keeps (a replayed older event), and each key's row after the day is `merge_result.finalize` of
-the two, the function `merge_day` ends with. So `merge_day(state, day)` is exactly the state's untouched rows plus
-`day_rows` (a test holds them to it). A day with a truncate, or a DDL that gives existing rows a default, changes
-rows it never names: then every state row is a touched row.
+(`merge._delta`), the state rows of those keys are found by one look at the state (keys, position, deleted flag,
+and the columns partial images of the day lack; the day's keys broadcast), the state's other columns are read only
+for the rows whose values the result keeps (a replayed older event), and each key's row after the day is
+`merge_result.finalize` of the two, the function `merge_day` ends with. So `merge_day(state, day)` is exactly the
+state's untouched rows plus `day_rows` (a test holds them to it). A day with a truncate, or a DDL that gives
+existing rows a default, changes rows it never names: then every state row is a touched row.
 
 `merge_into` writes those rows onto a branch of both tables (merge-on-read: the replaced rows get deletion vectors,
 the new rows are appended): to `ods.<table>` a `DELETE FROM` of the rows it holds of the touched keys (the held
 keys broadcast past a key-only scan of the state; which keys it holds: what `day_rows`' look found) and one append
-of every live row of the day; the keys the day deleted to `ods_state.<table>` (with the delete's position), the keys it brought back
-removed from there. Nothing of the untouched state is rewritten, and the state is never shuffled.
+of every live row of the day; to `ods_state.<table>` the keys the day deleted (with the delete's position), and
+the keys it brought back removed from there (its source: only the rows that can change `ods_state`). Nothing of
+the untouched state is rewritten, and the state is never shuffled.
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ class DayRows:
     # `rows` plus `HELD` and `DEAD`: what the key-only look at the state found, kept so that the writes need no
     # second look at which keys `ods` or `ods_state` holds.
     flagged: DataFrame
+    count: int  # rows (one per key the day touches; every state row when the day touches them all)
+    # `count` within `day_rows`' `broadcast_max_rows`, the bound its look used for the day's keys (the same number
+    # unless the day touches every row): the writes broadcast by this answer, not by a bound of their own.
+    small: bool
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,8 @@ def day_rows(
     null_key = facts.null_key
     if base is None:
         nothing = [F.lit(False).alias(HELD), F.lit(False).alias(DEAD)]
-        return _day_rows(delta.select(*_finalize(plan, False, True), *nothing), plan, null_key)
+        flagged = delta.select(*_finalize(plan, False, True), *nothing)
+        return _day_rows(flagged, plan, null_key, broadcast_max_rows)
     state = conform_base(base, plan)
     if plan.truncates or plan.defaults:  # the day changes rows it never names: every state row is touched
         joined = state.join(delta, key_condition(plan), "full_outer")
@@ -123,12 +129,14 @@ def day_rows(
     # The state side's `_is_deleted` (null where the state has no row of the key) says which table holds it.
     held = F.coalesce(~F.col(DELETED_COLUMN), F.lit(False)).alias(HELD)
     dead = F.coalesce(F.col(DELETED_COLUMN), F.lit(False)).alias(DEAD)
-    return _day_rows(joined.select(*_finalize(plan, True, None), held, dead), plan, null_key)
+    flagged = joined.select(*_finalize(plan, True, None), held, dead)
+    return _day_rows(flagged, plan, null_key, broadcast_max_rows)
 
 
-def _day_rows(flagged: DataFrame, plan: MergePlan, null_key: bool) -> DayRows:
+def _day_rows(flagged: DataFrame, plan: MergePlan, null_key: bool, broadcast_max_rows: int) -> DayRows:
     flagged = checkpoint(flagged)
-    return DayRows(flagged.drop(HELD, DEAD), plan, null_key, flagged)
+    count = flagged.count()  # the day's key count, or the state's size when the day touches every row
+    return DayRows(flagged.drop(HELD, DEAD), plan, null_key, flagged, count, count <= broadcast_max_rows)
 
 
 def _day_facts(delta: DataFrame, plan: MergePlan) -> DayFacts:
@@ -249,13 +257,12 @@ def merge_into(
         for ref in ods_store.both(table):
             store._commit_refs(ref, lambda t: t.manageSnapshots().createBranch(branch))
     _evolve(store, table, plan, day)
-    changed = merged.rows.count()
     with _temp_view(merged.flagged) as view:
         with_snapshot_properties(
-            store.spark, properties, _write, store, table, branch, view, plan, merged.null_key, changed
+            store.spark, properties, _write, store, table, branch, view, plan, merged.null_key, merged.small
         )
     heads = tuple(ods_store.ref_snapshot(store, ref, branch) for ref in ods_store.both(table))
-    return StagedDay(day, heads, changed)
+    return StagedDay(day, heads, merged.count)
 
 
 # A table property per column a day's ALTER added: the day it was added (`sharp.column-since.<column>`).
@@ -295,22 +302,22 @@ def _evolve(store: IcebergTables, table: str, plan: MergePlan, day: str) -> None
 
 
 def _write(
-    store: IcebergTables, table: str, branch: str, view: str, plan: MergePlan, null_key: bool, rows: int
+    store: IcebergTables, table: str, branch: str, view: str, plan: MergePlan, null_key: bool, small: bool
 ) -> None:
-    """The touched keys' rows (`rows` of them) on the branch: `ods.<table>` gets their live rows,
-    `ods_state.<table>` their tombstones. `view` holds `DayRows.flagged`: which keys each table holds is what the
-    state look of `day_rows` found, so neither is looked at again. `ods`: the rows it holds of those keys deleted,
-    then the day's live rows appended (`_replace`); a day too big to broadcast takes one `MERGE INTO` with an
-    insert clause (an outer join: both sides shuffled). `ods_state`: one `MERGE INTO` from the key, position and
-    deleted flag of the rows it can change: the day's tombstones and the keys it holds (`DEAD`), a small source
-    whatever the day's size."""
+    """The touched keys' rows on the branch: `ods.<table>` gets their live rows, `ods_state.<table>` their
+    tombstones. `view` holds `DayRows.flagged`: which keys each table holds is what the state look of `day_rows`
+    found, so neither is looked at again. `ods`: the rows it holds of those keys deleted, then the day's live rows
+    appended (`_replace`); rows too many to broadcast (not `DayRows.small`) take one `MERGE INTO` with an insert
+    clause (an outer join: both sides shuffled). `ods_state`: one `MERGE INTO` from the key, position and deleted
+    flag of the rows it can change: the day's tombstones and the keys it holds (`DEAD`), a small source whatever
+    the day's size."""
     eq = "<=>" if null_key else "="  # a plain equi-join probes a faster hash table
     on = " AND ".join(f"t.`{k}` {eq} s.`{k}`" for k in plan.keys)
     live_cols = [c for c, _ in plan.columns] + [SEQ_COLUMN]
     dead_cols = [*tombstone_columns(plan), SEQ_COLUMN]
     deleted = f"s.`{DELETED_COLUMN}`"
     ods, dead = (f"{store.name(ref)}.`branch_{branch}`" for ref in (ods_ref(table), tombstones_ref(table)))
-    if rows > BROADCAST_MAX_ROWS:
+    if not small:
         matched = f"WHEN MATCHED AND {deleted} THEN DELETE WHEN MATCHED THEN UPDATE SET {_assign(live_cols)} "
         inserted = f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT {_insert(live_cols)}"
         store.spark.sql(f"MERGE INTO {ods} t USING {view} s ON {on} {matched}{inserted}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from sharp_dagster_tests.cdc.oracle_schema import PHYSICAL, SHARD_COLUMN, SNAPSHOT_DAY, at
 from sharp_dagster_tests.cdc.oracle_workload import Plan
-from sharp_dagster_tests.cdc.test_end_to_end import sort_rows, text  # (a DATE reads as its ISO text)
+from sharp_dagster_tests.cdc.source_support import sort_rows, text  # (a DATE reads as its ISO text)
 
 # table -> (column names, rows as text, sorted)
 TableContent = tuple[list[str], list[tuple]]

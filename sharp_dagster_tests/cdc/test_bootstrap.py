@@ -26,7 +26,7 @@ from sharp_dagster.cdc.source_clock import NOW_SQL
 from sharp_dagster.cli.main import main as cli_main
 from sharp_dagster.joblog import JobLog
 from sharp_dagster.warehouse.cdc_layout import SHARD_COLUMN, OdsTable, bootstrap_day, cdc_dir
-from sharp_dagster_tests.cdc.test_end_to_end import SimulatedClock
+from sharp_dagster_tests.cdc.source_support import SimulatedClock
 
 SHOP = load_source_config(cdc_dir() / "shop.yaml").databases[0]
 

@@ -31,7 +31,6 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,7 @@ from sharp_dagster.cdc.merge_result import SEQ_COLUMN
 from sharp_dagster.cdc.messages import BinlogMessage, encode
 from sharp_dagster.cdc.snapshot import read_binlog_position, snapshot_table
 from sharp_dagster.demo.shop import SOURCE_DB, TABLES, shard_of_user
+from sharp_dagster_tests.cdc.source_support import SimulatedClock, sort_rows, text
 
 pytestmark = pytest.mark.slow
 
@@ -89,33 +89,8 @@ def expected_done_hours(day: str, clock: dt.datetime) -> list[str]:
     return [f"{h:02d}" for h in range(24) if at(day, h) + dt.timedelta(hours=1) + lateness <= clock]
 
 
-def text(value: Any) -> str | None:
-    """A source value as the text the comparison uses (Spark's cast to string gives the same)."""
-    if value is None:
-        return None
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    if isinstance(value, dt.datetime):
-        return value.isoformat(sep=" ")
-    return str(value)
-
-
-def sort_rows(rows: list[tuple]) -> list[tuple]:
-    return sorted(rows, key=lambda r: tuple((v is None, v or "") for v in r))
-
-
 def gtid_seq(gtid: str) -> int:
     return int(gtid.rsplit("-", 1)[1])
-
-
-class SimulatedClock:
-    """A source clock that read `now` when this was made (and runs on from there), in epoch milliseconds."""
-
-    def __init__(self, now: dt.datetime):
-        self._offset = now.timestamp() - time.time()
-
-    def __call__(self) -> int:
-        return int((time.time() + self._offset) * 1000)
 
 
 # ---------------------------------------------------------------------------------------------------- the source

@@ -135,3 +135,17 @@ def test_days_as_tags_agree_with_the_chain_of_merge_day(spark, table_store):
 def _snapshots(store):
     table = store._table(ods_ref(TABLE))
     return sorted(table.snapshots(), key=lambda s: s.sequenceNumber())
+
+
+def test_a_replay_is_told_by_positions(spark):
+    """`_replayed`: the second read of the state's columns is skipped only when every live state row found is older
+    than the oldest of the day's last setters; a tombstone, or an unknown setter position, never skips it wrongly."""
+    found = spark.createDataFrame(
+        [(1, 10, False), (2, 30, False), (3, 90, True)], f"id int, {SEQ} bigint, {DELETED} boolean"
+    )
+    assert not ods_merge._replayed(found, [31, 40])  # every setter newer than the newest live row (30)
+    assert ods_merge._replayed(
+        found, [30, 40]
+    )  # a setter as old as a live row: `finalize` may keep its value
+    assert ods_merge._replayed(found, [31, None])  # a column whose setters' positions are unknown
+    assert not ods_merge._replayed(found.where(f"NOT {DELETED} AND id = 0"), [1])  # no live row found

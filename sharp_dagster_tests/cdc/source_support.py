@@ -1,0 +1,34 @@
+"""What the CDC tests that compare with the source database share: a source value as the text the comparison
+uses, rows in a stable order, and a source clock running from a simulated `now`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from decimal import Decimal
+from typing import Any
+
+
+def text(value: Any) -> str | None:
+    """A source value as the text the comparison uses (Spark's cast to string gives the same)."""
+    if value is None:
+        return None
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    return str(value)
+
+
+def sort_rows(rows: list[tuple]) -> list[tuple]:
+    return sorted(rows, key=lambda r: tuple((v is None, v or "") for v in r))
+
+
+class SimulatedClock:
+    """A source clock that read `now` when this was made (and runs on from there), in epoch milliseconds."""
+
+    def __init__(self, now: dt.datetime):
+        self._offset = now.timestamp() - time.time()
+
+    def __call__(self) -> int:
+        return int((time.time() + self._offset) * 1000)
