@@ -2,7 +2,8 @@
 layout's plain copy and Iceberg's own merge-on-read `MERGE INTO`, side by side in one run.
 
 Data: `bench_merge.py`'s generator and landing (a state of N rows, C changes of the day as typed images: inserts,
-deletes, key-changing and partial updates, re-deliveries). The current-state table is format v3 with the ODS
+deletes, key-changing and partial updates, re-deliveries; `--full-images`: no partial update, as with MySQL's
+default `binlog_row_image=FULL`). The current-state table is format v3 with the ODS
 table properties (`cdc/ods_versions.py`) except `write.spark.accept-any-schema`, with which Spark 4.1 + Iceberg
 1.11 cannot resolve a `MERGE INTO`'s target columns; its previous day is tagged.
 
@@ -20,7 +21,7 @@ and the storage after D published days (each day C/N of the rows replaced: delet
 and after the upkeep with a retention, as a multiple of one copy of the state.
 
     .venv/bin/python bench/bench_ods_layout.py [--quick] [--rows N] [--changes C] [--scaling 1000000,20000000]
-                                               [--days 30] [--retention 7] [--repeat R]
+                                               [--days 30] [--retention 7] [--repeat R] [--full-images]
 """
 
 from __future__ import annotations
@@ -53,9 +54,14 @@ DWD_READ = "SELECT status, count(*) AS n, sum(amount) AS amount, sum(qty) AS qty
 DWD_READ += "count(DISTINCT name) AS names FROM {source} WHERE note IS NOT NULL GROUP BY status"
 
 
-def generate_spark(spark, rows: int, changes: int, state_dir: str, changes_dir: str) -> None:
+def generate_spark(
+    spark, rows: int, changes: int, state_dir: str, changes_dir: str, full_images: bool = False
+) -> None:
     """`bench_merge.generate` in Spark SQL, for a checkout without DuckDB (the `bench` extra; CI has `test` only):
-    the same state and the same kinds and shares of changes, as raw Canal-style JSON binlog rows."""
+    the same state and the same kinds and shares of changes, as raw Canal-style JSON binlog rows. With
+    `full_images` every update carries the whole row (MySQL's default `binlog_row_image=FULL`); else half the plain
+    updates carry only the key and two columns (`MINIMAL`)."""
+    partial = "false" if full_images else "h % 100 >= 17 AND h2 % 2 = 0"
     from pyspark.sql import functions as F
 
     ff, pf = bm.FILE_FACTOR, bm.POS_FACTOR
@@ -79,7 +85,7 @@ def generate_spark(spark, rows: int, changes: int, state_dir: str, changes_dir: 
         WITH ev AS (
             SELECT i, h, h2, (i div 3) * 100 + 4 AS pos, CAST(i % 3 AS INT) AS row_idx,
                    CASE WHEN h % 100 < 10 THEN 'c' WHEN h % 100 < 15 THEN 'd' ELSE 'u' END AS op,
-                   h % 100 BETWEEN 15 AND 16 AS kc, h % 100 >= 17 AND h2 % 2 = 0 AS partial,
+                   h % 100 BETWEEN 15 AND 16 AS kc, {partial} AS partial,
                    CASE WHEN h % 100 < 10 THEN {rows} + i ELSE h2 % {rows} END AS target
             FROM (SELECT id AS i, pmod(xxhash64(id), 2147483647) AS h, pmod(xxhash64(id + 7), 2147483647) AS h2
                   FROM range(0, {unique}))
@@ -108,17 +114,20 @@ def generate_spark(spark, rows: int, changes: int, state_dir: str, changes_dir: 
     raw.unionByName(again).write.mode("overwrite").parquet(changes_dir)
 
 
-def use_spark_generator(spark) -> str:
-    """DuckDB's generator when this checkout has the `bench` extra, else the same data from Spark SQL."""
-    try:
-        import duckdb  # noqa: F401
+def use_spark_generator(spark, full_images: bool = False) -> str:
+    """DuckDB's generator when this checkout has the `bench` extra, else the same data from Spark SQL (always for
+    `full_images`, which only the Spark generator makes)."""
+    if not full_images:
+        try:
+            import duckdb  # noqa: F401
 
-        return "duckdb"
-    except ImportError:
-        bm.generate = lambda rows, changes, state_dir, changes_dir: generate_spark(
-            spark, rows, changes, state_dir, changes_dir
-        )
-        return "spark"
+            return "duckdb"
+        except ImportError:
+            pass
+    bm.generate = lambda rows, changes, state_dir, changes_dir: generate_spark(
+        spark, rows, changes, state_dir, changes_dir, full_images
+    )
+    return "spark, full images" if full_images else "spark"
 
 
 def ours_merge():
@@ -458,7 +467,7 @@ def measure(store, work: Path, args, started: float) -> dict:
         "changes": args.changes,
         "parts": args.parts,
         "ours_available": ours_merge() is not None,
-        "data_generator": use_spark_generator(store.spark),
+        "data_generator": use_spark_generator(store.spark, args.full_images),
     }
     needs_main = {"day", "reads", "storage"} & set(args.parts) or args.rows in args.scaling
     ds = bm.Dataset(store, work, args.rows, args.changes) if needs_main else None
@@ -534,6 +543,11 @@ def parse_args(argv: list[str] | None = None):
         "--storage-share",
         type=int,
         help="the storage days replace 1/N of the rows each (default rows/changes)",
+    )
+    parser.add_argument(
+        "--full-images",
+        action="store_true",
+        help="every update a full row image (binlog_row_image=FULL); default: half the updates partial",
     )
     parser.add_argument("--driver-memory", default="6g")
     parser.add_argument(
