@@ -174,10 +174,12 @@ def _touched_state(
     read = facts.lacking
     day_keys = delta.select(*delta_key_names(plan))
     found = checkpoint(state.select(*_state_cols(plan, read)).join(hint(day_keys), on, "left_semi"))
+    plain = found.select(*_state_cols(plan, read, fill=True))
+    unread = [(j, c) for j, (c, _) in enumerate(plan.values) if c not in read]
+    if not unread or not _replayed(found, [facts.oldest_setter[c] for _, c in unread]):
+        return plain
+    wanted = [f"__n{j}" for j, _ in unread]
     needs = _needs(plan)
-    wanted = [f"__n{j}" for j, (c, _) in enumerate(plan.values) if c not in read]
-    if not wanted or not _replayed(found, [facts.oldest_setter[c] for c, _ in plan.values if c not in read]):
-        return found.select(*_state_cols(plan, read, fill=True))
     marked = (
         hint(found.select(*_state_cols(plan, [])))
         .join(delta, on, "inner")
@@ -185,15 +187,14 @@ def _touched_state(
     )
     marked = checkpoint(marked.where(" OR ".join(f"`{w}`" for w in wanted)))
     used = marked.agg(*[F.max(w).alias(w) for w in wanted]).first() if not marked.isEmpty() else None
-    more = [c for j, (c, _) in enumerate(plan.values) if f"__n{j}" in wanted and used and used[f"__n{j}"]]
+    more = [c for j, c in unread if used and used[f"__n{j}"]]
     if not more:
-        return found.select(*_state_cols(plan, read, fill=True))
+        return plain
     columns = [*read, *more]
     needy = marked.select(*delta_key_names(plan))
     full = state.select(*_state_cols(plan, columns)).join(hint(needy), on, "left_semi")
-    rest = found.join(hint(needy), on, "left_anti")
     return full.select(*_state_cols(plan, columns, fill=True)).unionByName(
-        rest.select(*_state_cols(plan, read, fill=True))
+        plain.join(hint(needy), on, "left_anti")
     )
 
 
