@@ -21,6 +21,7 @@ from sharp_dagster_tests.cdc.test_merge_reference import (
     change,
     changes_frame,
     collect_state,
+    seq_of,
     state_frame,
 )
 
@@ -54,8 +55,8 @@ def _comparable(rows: list[dict], columns=COLUMNS) -> list[tuple]:
     return sorted(out, key=lambda t: tuple((v is None, str(v)) for v in t))
 
 
-def _stored(store, day: str, columns=COLUMNS) -> list[tuple]:
-    return _comparable(collect_state(ods_store.state_at(store, TABLE, day_tag(day))), columns)
+def _stored(store, day: str, columns=COLUMNS, table: str = TABLE) -> list[tuple]:
+    return _comparable(collect_state(ods_store.state_at(store, table, day_tag(day))), columns)
 
 
 def test_days_as_tags_agree_with_the_chain_of_merge_day(spark, table_store):
@@ -149,3 +150,46 @@ def test_a_replay_is_told_by_positions(spark):
     )  # a setter as old as a live row: `finalize` may keep its value
     assert ods_merge._replayed(found, [31, None])  # a column whose setters' positions are unknown
     assert not ods_merge._replayed(found.where(f"NOT {DELETED} AND id = 0"), [1])  # no live row found
+
+
+def test_full_image_days_read_the_state_again_only_for_a_replay(spark, table_store):
+    """Days of full images: the look reads the state's keys only. A replayed event older than the state's row
+    leaves its columns to the state, so those rows are read again (the second read of `_touched_state`); a day
+    with nothing older than the state skips that (`_replayed`). Both days equal the chain of `merge_day`."""
+    store, table, where = table_store, "orders_replay", {"table": "t0"}
+
+    def image(key: int, text: str) -> dict:
+        return {"scn": 0, "id": key, "a": text, "b": key * 10, "c": key}
+
+    base_rows = [
+        {**image(1, "state"), "source_table": "t0", SEQ: seq_of(500), DELETED: False},
+        {**image(2, "state"), "source_table": "t0", SEQ: seq_of(100), DELETED: False},
+    ]
+    base = state_frame(spark, base_rows, COLUMNS).localCheckpoint()
+    frames = {
+        DAY1: changes_frame(
+            spark,
+            [
+                change(
+                    "u", 300, before=image(1, "older"), after=image(1, "older"), **where
+                ),  # older than the state
+                change("u", 600, before=image(2, "state"), after=image(2, "newer"), **where),
+                change("c", 700, after=image(3, "new"), **where),
+            ],
+        ),
+        DAY2: changes_frame(
+            spark, [change("u", 800, before=image(3, "new"), after=image(3, "later"), **where)]
+        ),
+    }
+    state1 = merge_day(base, frames[DAY1], KEY, shard_column=SHARD).localCheckpoint()
+    state2 = merge_day(state1, frames[DAY2], KEY, shard_column=SHARD).localCheckpoint()
+    assert {r["id"]: r["a"] for r in collect_state(state1)} == {1: "state", 2: "newer", 3: "new"}
+
+    ods_merge.write_state(store, table, BOOT, base, KEY, SHARD)
+    for day, expected in ((DAY1, state1), (DAY2, state2)):
+        branch = f"stage_replay_{day.replace('-', '_')}"
+        staged, main = ods_merge.stage_days(
+            store, table, branch, [day], lambda d: (frames[d], None), KEY, SHARD
+        )
+        ods_merge.publish(store, table, branch, staged, main)
+        assert _stored(store, day, table=table) == _comparable(collect_state(expected)), day
