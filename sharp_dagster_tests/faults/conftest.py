@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -42,28 +44,43 @@ def _build(backend: str, tmp_path_factory) -> World:
     from sharp_dagster_tests.cdc_support import CdcFeed
 
     root = tmp_path_factory.mktemp(f"faults_{backend}")
-    pg = None
-    if backend == "postgresql":
-        reason = unavailable_reason()
-        assert reason is None, f"the PostgreSQL faults need a server: {reason}"  # never skipped
-        pg = RestartablePostgres().start()
-    broker = LocalBroker(base_dir=root / "kafka").start()
-    env = {"SHARP_DATA_DIR": str(root / "data"), KAFKA_ENV: broker.bootstrap_servers}
-    if pg is not None:
-        env["SHARP_LOG_DB_URL"] = pg.create_database()
+    pg, broker = None, None
+    try:
+        if backend == "postgresql":
+            reason = unavailable_reason()
+            assert reason is None, f"the PostgreSQL faults need a server: {reason}"  # never skipped
+            pg = RestartablePostgres().start()
+        broker = LocalBroker(base_dir=root / "kafka").start()
+        env = {"SHARP_DATA_DIR": str(root / "data"), KAFKA_ENV: broker.bootstrap_servers}
+        if pg is not None:
+            env["SHARP_LOG_DB_URL"] = pg.create_database()
+        world = World(backend, root, env, broker, pg=pg)
+        with _environment(env, unset_log_db=pg is None):
+            point_catalog()
+            generate(Settings.from_env().sample_dir, SMALL)
+            world.feed = CdcFeed(defs, DagsterInstance.ephemeral())
+            for day in LANDED_UP_FRONT:
+                world.feed.land(day)
+        return world
+    except BaseException:
+        # A world that failed to build is never handed to the session fixture: its servers stop here.
+        if broker is not None:
+            broker.cleanup()
+        if pg is not None:
+            pg.stop()
+        raise
+
+
+@contextmanager
+def _environment(env: dict[str, str], unset_log_db: bool) -> Iterator[None]:
+    """This process's environment set for building a world (the long claim timeout), restored afterwards."""
     saved = {k: os.environ.get(k) for k in [*env, "SHARP_LOG_DB_URL", "SHARP_CLAIM_TIMEOUT_S"]}
     try:
         os.environ.update(env)
-        if pg is None:
+        if unset_log_db:
             os.environ.pop("SHARP_LOG_DB_URL", None)
         os.environ["SHARP_CLAIM_TIMEOUT_S"] = "120"
-        point_catalog()
-        generate(Settings.from_env().sample_dir, SMALL)
-        world = World(backend, root, env, broker, pg=pg)
-        world.feed = CdcFeed(defs, DagsterInstance.ephemeral())
-        for day in LANDED_UP_FRONT:
-            world.feed.land(day)
-        return world
+        yield
     finally:
         for k, v in saved.items():
             if v is None:
