@@ -30,3 +30,24 @@ def test_the_quick_run_measures_every_part(spark, tmp_path):
     storage = result["storage"]
     assert storage["all_tags_kept"]["copies"] > 1 and storage["after_upkeep_retention_2"]["kept_tags"] == 2
     assert [p["state_rows"] for p in result["scaling"]] == [1000, 2000]
+
+
+def test_the_spark_generator_makes_full_or_partial_update_images(spark, tmp_path):
+    """`--full-images` (every update the whole row, binlog_row_image=FULL) changes only the updates' after images:
+    the same events, keys and positions; by default a share of the plain updates carries the key and two columns."""
+    from pyspark.sql import functions as F
+
+    bench = _load(BENCH / "bench_ods_layout.py")
+    fields = F.size(F.json_object_keys("after_json"))
+    seen = {}
+    for full in (False, True):
+        state, changes = tmp_path / f"state_{full}", tmp_path / f"changes_{full}"
+        bench.generate_spark(spark, 2000, 1000, str(state), str(changes), full_images=full)
+        rows = spark.read.parquet(str(changes))
+        seen[full] = {
+            "events": sorted(tuple(r) for r in rows.select("event_uid", "op", "before_json").collect()),
+            "update_fields": {r[0]: r[1] for r in rows.where("op = 'u'").groupBy(fields).count().collect()},
+        }
+    assert seen[False]["events"] == seen[True]["events"]
+    assert set(seen[True]["update_fields"]) == {7}  # id and the six value columns
+    assert set(seen[False]["update_fields"]) == {3, 7} and seen[False]["update_fields"][3] > 100
