@@ -360,7 +360,11 @@ def key_condition(plan: MergePlan, null_safe: bool = True) -> Column:
 
 def _delta_stats(delta: DataFrame, plan: MergePlan) -> tuple[int, bool]:
     """The number of keys in the delta and whether one of them holds a null."""
-    row = delta.agg(*_stats_columns(plan)).first()
+    return key_stats(delta.agg(*_stats_columns(plan)).first())
+
+
+def key_stats(row: Row) -> tuple[int, bool]:
+    """`_stats_columns`' answer read from the row of an aggregation that holds them: (keys, a null key)."""
     return int(row["n"]), bool(row["null_key"])
 
 

@@ -37,6 +37,7 @@ from sharp_dagster.cdc.merge import (
     build_plan,
     conform_base,
     key_condition,
+    key_stats,
     table_events,
 )
 from sharp_dagster.cdc.merge_plan import MergePlan, delta_key_names
@@ -148,8 +149,7 @@ def _day_facts(delta: DataFrame, plan: MergePlan) -> DayFacts:
     row = delta.agg(*_stats_columns(plan), *per_column).first()
     values = list(enumerate(c for c, _ in plan.values))
     return DayFacts(
-        int(row["n"]),
-        bool(row["null_key"]),
+        *key_stats(row),
         [c for j, c in values if row[f"l{j}"]],
         {c: row[f"o{j}"] for j, c in values},
     )
