@@ -88,23 +88,18 @@ class StagedPartition:
         return ()  # a partition's publish re-publishes no other partition
 
 
-def _plain_properties(ref: TableRef, properties: Mapping[str, str] | None) -> dict[str, str]:
-    """The extra snapshot properties, each key checked to be plain (it becomes `sharp.<key>`)."""
-    extra = dict(properties or {})
-    for key in extra:
-        if not _PROP_KEY.match(key):
-            raise ValueError(f"{ref.qualified}: snapshot property key {key!r} is not plain")
-    return extra
-
-
-def snapshot_properties(token: str, properties: Mapping[str, str] | None = None) -> dict[str, str]:
+def snapshot_properties(
+    token: str, properties: Mapping[str, str] | None = None, ref: TableRef | None = None
+) -> dict[str, str]:
     """The summary properties naming the attempt behind a commit: its fencing token (`sharp.token`) and each of
-    `properties` as `sharp.<key>`. What every log-driven write commits with (`table history` shows them); a SQL
-    commit takes them through `commit_properties.with_snapshot_properties`."""
+    `properties` as `sharp.<key>`, each key refused unless plain (naming `ref`, the table written, when given).
+    What every log-driven write commits with (`table history` shows them); a SQL commit takes them through
+    `commit_properties.with_snapshot_properties`."""
     out = {TOKEN_PROPERTY: str(token)}
     for key, value in dict(properties or {}).items():
         if not _PROP_KEY.match(key):
-            raise ValueError(f"snapshot property key {key!r} is not plain")
+            where = f"{ref.qualified}: " if ref is not None else ""
+            raise ValueError(f"{where}snapshot property key {key!r} is not plain")
         out[f"sharp.{key}"] = str(value)
     return out
 
@@ -158,7 +153,7 @@ class WriteAuditPublish(IcebergBase):
         """
         token = str(token) if token is not None else uuid.uuid4().hex
         values = self._check_values(ref, values)
-        extra = _plain_properties(ref, properties)
+        summary = snapshot_properties(token, properties, ref)
         branch = _checked_branch(ref, branch or branch_name(token))
         data = _in_partition(ref, df, values)
         self.ensure_table(ref, data)
@@ -167,7 +162,7 @@ class WriteAuditPublish(IcebergBase):
         failpoint("mid_write")  # the branch is cut, the rows are not yet committed to it
         self._refresh(ref)
         writer = data.writeTo(self._branch_table(ref, branch)).option("mergeSchema", "true")
-        for key, value in snapshot_properties(token, extra).items():
+        for key, value in summary.items():
             writer = writer.option(f"snapshot-property.{key}", value)
         # Dynamic overwrite replaces exactly the partitions present in the rows (no extra Spark job to count them:
         # the snapshot summary has the count).
@@ -181,7 +176,7 @@ class WriteAuditPublish(IcebergBase):
             else int(table.snapshot(snapshot_id).summary().get("added-records") or 0)
         )
         if rows == 0:
-            snapshot_id = self._stage_empty(ref, values, branch, token, extra)
+            snapshot_id = self._stage_empty(ref, values, branch, summary)
         return StagedPartition(
             ref=ref,
             values=tuple((c, values[c]) for c in ref.partition_cols),
@@ -193,7 +188,7 @@ class WriteAuditPublish(IcebergBase):
         )
 
     def _stage_empty(
-        self, ref: TableRef, values: Mapping[str, str], branch: str, token: str, extra: Mapping[str, str]
+        self, ref: TableRef, values: Mapping[str, str], branch: str, summary: Mapping[str, str]
     ) -> int:
         """An empty replacement has no rows to name its partition: cut the branch again and delete the partition
         on it by filter (publishable only as a fast-forward: Iceberg cherry-picks appends and dynamic overwrites).
@@ -201,7 +196,7 @@ class WriteAuditPublish(IcebergBase):
         self._commit_refs(
             ref, lambda table: table.manageSnapshots().removeBranch(branch).createBranch(branch)
         )
-        return self._delete_on_branch(ref, [values], branch, str(token), extra)
+        return self._delete_on_branch(ref, [values], branch, summary)
 
     def _cut(self, ref: TableRef, branch: str) -> int | None:
         """Create `branch` at `main`'s current snapshot (replacing a branch of that name left by an earlier attempt
@@ -221,10 +216,10 @@ class WriteAuditPublish(IcebergBase):
         ref: TableRef,
         partitions: Iterable[Mapping[str, str]],
         branch: str,
-        token: str,
-        extra: Mapping[str, str],
+        summary: Mapping[str, str],
     ) -> int:
-        """Delete the given partitions on `branch` in one commit (filter on the partition columns); the new head."""
+        """Delete the given partitions on `branch` in one commit (filter on the partition columns), the commit
+        carrying `summary` (`snapshot_properties`); the new head."""
         expressions = self._jvm.org.apache.iceberg.expressions.Expressions
         expr = None
         for values in partitions:
@@ -235,7 +230,7 @@ class WriteAuditPublish(IcebergBase):
             expr = term if expr is None else getattr(expressions, "or")(expr, term)
         table = self._table(ref)
         delete = table.newDelete().deleteFromRowFilter(expr).toBranch(branch)
-        for key, value in snapshot_properties(token, extra).items():
+        for key, value in summary.items():
             delete = delete.set(key, value)
         delete.commit()
         self._refresh(ref)
@@ -324,8 +319,7 @@ class WriteAuditPublish(IcebergBase):
         self._refresh(ref)
         writer = self._in_table_order(ref, df).writeTo(self.name(ref)).option("mergeSchema", "true")
         writer = writer.options(**MULTI_PARTITION_WRITE)  # rows of many partitions: one file per partition
-        extra = _plain_properties(ref, properties)
-        for key, value in snapshot_properties(token or uuid.uuid4().hex, extra).items():
+        for key, value in snapshot_properties(token or uuid.uuid4().hex, properties, ref).items():
             writer = writer.option(f"snapshot-property.{key}", value)
         before = self.current_snapshot_id(ref)
         writer.append()

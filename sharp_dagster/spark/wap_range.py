@@ -23,13 +23,12 @@ from sharp_dagster.failpoints import failpoint
 from sharp_dagster.spark.iceberg_base import MULTI_PARTITION_WRITE
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.spark.wap import (
-    TOKEN_PROPERTY,
     StagedPartition,
     StalePublishError,
     WriteAuditPublish,
     _checked_branch,
     _in_partition,
-    _plain_properties,
+    snapshot_properties,
 )
 
 
@@ -79,27 +78,26 @@ class RangeStage(WriteAuditPublish):
         if not partitions:
             raise ValueError(f"{ref.qualified}: stage_range needs at least one partition")
         _checked_branch(ref, branch)
-        extra = _plain_properties(ref, properties)
         checked, frames, tokens = [], [], []
         for values, df, token in partitions:
             values = self._check_values(ref, values)
             checked.append(values)
             frames.append(_in_partition(ref, df, values))
             tokens.append(str(token if token is not None else uuid.uuid4().hex))
+        # Its keys checked before anything is written.
+        summary = snapshot_properties(",".join(tokens), properties, ref)
         data = frames[0]
         for other in frames[1:]:
             data = data.unionByName(other, allowMissingColumns=True)
         self.ensure_table(ref, data)
         data = self._in_table_order(ref, data)
-        token_text = ",".join(tokens)
         base_id = self._cut(ref, branch)
         failpoint("mid_write")
         self._refresh(ref)
         writer = data.writeTo(self._branch_table(ref, branch)).option("mergeSchema", "true")
         writer = writer.options(**MULTI_PARTITION_WRITE)  # rows of many partitions: one file per partition
-        writer = writer.option(f"snapshot-property.{TOKEN_PROPERTY}", token_text)
-        for key, value in extra.items():
-            writer = writer.option(f"snapshot-property.sharp.{key}", str(value))
+        for key, value in summary.items():
+            writer = writer.option(f"snapshot-property.{key}", value)
         writer.overwritePartitions()
         table = self._table(ref)
         head = int(table.refs().get(branch).snapshotId())
@@ -108,7 +106,7 @@ class RangeStage(WriteAuditPublish):
         rows = [counts.get(tuple(v[c] for c in ref.partition_cols), 0) for v in checked]
         empty = [v for v, n in zip(checked, rows, strict=True) if n == 0]
         if empty:
-            head = self._delete_on_branch(ref, empty, branch, token_text, extra)
+            head = self._delete_on_branch(ref, empty, branch, summary)
         parts = tuple(
             StagedPartition(
                 ref=ref,

@@ -99,3 +99,23 @@ def test_a_range_cannot_overwrite_a_partition_changed_since_the_cut(spark, ice):
     with pytest.raises(StalePublishError):
         ice.publish_range(staged)
     assert _content(ice) == {"2024-01-02": (1, ("newer",)), "2024-01-07": (1, ("other",))}
+
+
+def test_a_property_key_that_is_not_plain_is_refused_before_any_write(spark, ice):
+    ice.write_partition(REF, {"dt": "2024-01-01"}, _rows(spark, "2024-01-01", 2, "old"))
+    before = _snapshots(ice)
+    bad = {"run id": "r1"}  # it would become the summary key `sharp.run id`
+    rows = _rows(spark, "2024-01-02", 3, "new")
+    writes = {
+        "stage": lambda: ice.stage(REF, {"dt": "2024-01-02"}, rows, token="t1", properties=bad),
+        "stage_range": lambda: ice.stage_range(
+            REF, [({"dt": "2024-01-02"}, rows, "t1")], branch="stage_bad_key", properties=bad
+        ),
+        "append": lambda: ice.append(REF, rows, token="t1", properties=bad),
+    }
+    for name, write in writes.items():
+        with pytest.raises(ValueError, match=r"ods\.orders: snapshot property key 'run id' is not plain"):
+            write()
+        assert _snapshots(ice) == before, name
+        assert [b for b in ice._table(REF).refs().keySet() if str(b) != "main"] == [], name
+    assert _content(ice) == {"2024-01-01": (2, ("old",))}
