@@ -315,11 +315,12 @@ class WriteAuditPublish(IcebergBase):
     ) -> int:
         """Add `df`'s rows to `main` in one commit (any partitions; the table is created when missing); return the
         rows added. For append-only tables whose writer de-duplicates first (the raw binlog, the quarantine)."""
+        summary = snapshot_properties(token or uuid.uuid4().hex, properties, ref)  # before the table is made
         self.ensure_table(ref, df)
         self._refresh(ref)
         writer = self._in_table_order(ref, df).writeTo(self.name(ref)).option("mergeSchema", "true")
         writer = writer.options(**MULTI_PARTITION_WRITE)  # rows of many partitions: one file per partition
-        for key, value in snapshot_properties(token or uuid.uuid4().hex, properties, ref).items():
+        for key, value in summary.items():
             writer = writer.option(f"snapshot-property.{key}", value)
         before = self.current_snapshot_id(ref)
         writer.append()

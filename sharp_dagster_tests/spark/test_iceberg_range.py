@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.spark.wap import StalePublishError
 from sharp_dagster_tests.spark import test_iceberg
 from sharp_dagster_tests.spark.test_iceberg import REF, _content, _rows
@@ -119,3 +120,10 @@ def test_a_property_key_that_is_not_plain_is_refused_before_any_write(spark, ice
         assert _snapshots(ice) == before, name
         assert [b for b in ice._table(REF).refs().keySet() if str(b) != "main"] == [], name
     assert _content(ice) == {"2024-01-01": (2, ("old",))}
+    # Nor is a table created for it.
+    missing = TableRef("ods", "never_made")
+    with pytest.raises(ValueError, match=r"ods\.never_made: snapshot property key 'run id' is not plain"):
+        ice.append(missing, rows, token="t1", properties=bad)
+    with pytest.raises(ValueError, match=r"ods\.never_made: snapshot property key 'run id' is not plain"):
+        ice.stage(missing, {"dt": "2024-01-02"}, rows, token="t1", properties=bad)
+    assert not ice.exists(missing)
