@@ -4,10 +4,7 @@
 
 from __future__ import annotations
 
-import os
 import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
@@ -55,7 +52,12 @@ def _build(backend: str, tmp_path_factory) -> World:
         if pg is not None:
             env["SHARP_LOG_DB_URL"] = pg.create_database()
         world = World(backend, root, env, broker, pg=pg)
-        with _environment(env, unset_log_db=pg is None):
+        with pytest.MonkeyPatch.context() as mp:  # this process's environment while the world is built
+            for key, value in env.items():
+                mp.setenv(key, value)
+            if pg is None:
+                mp.delenv("SHARP_LOG_DB_URL", raising=False)
+            mp.setenv("SHARP_CLAIM_TIMEOUT_S", "120")  # the long claim timeout
             point_catalog()
             generate(Settings.from_env().sample_dir, SMALL)
             world.feed = CdcFeed(defs, DagsterInstance.ephemeral())
@@ -69,24 +71,6 @@ def _build(backend: str, tmp_path_factory) -> World:
         if pg is not None:
             pg.stop()
         raise
-
-
-@contextmanager
-def _environment(env: dict[str, str], unset_log_db: bool) -> Iterator[None]:
-    """This process's environment set for building a world (the long claim timeout), restored afterwards."""
-    saved = {k: os.environ.get(k) for k in [*env, "SHARP_LOG_DB_URL", "SHARP_CLAIM_TIMEOUT_S"]}
-    try:
-        os.environ.update(env)
-        if unset_log_db:
-            os.environ.pop("SHARP_LOG_DB_URL", None)
-        os.environ["SHARP_CLAIM_TIMEOUT_S"] = "120"
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture(scope="session")
