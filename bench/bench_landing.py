@@ -9,7 +9,7 @@ own:
 - `old_driver_loop`: the landing as it was before (a librdkafka consumer in the driver, `parse_message` in the
   driver, every row gathered into a Python list, then `createDataFrame` per partition); copied below from the
   project's history as the baseline, nothing else uses it;
-- `spark_landing`: `sharp_dagster.cdc.landing.land` (Spark's Kafka source, the parser on the executors over Arrow
+- `spark_landing`: `sharp_dagster.cdc.landing.land.land` (Spark's Kafka source, the parser on the executors over Arrow
   batches with `mapInArrow`, aggregates collected), which also writes each table's typed images; their share is
   timed alone afterwards (`typed_images_alone`: the same landed rows into a fresh warehouse).
 
@@ -37,12 +37,14 @@ sys.path.insert(0, str(REPO))
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
 
-from sharp_dagster.cdc import binlog_schema as bs  # noqa: E402
-from sharp_dagster.cdc import landing, landing_kafka, landing_parser  # noqa: E402
-from sharp_dagster.cdc.image_tables import write_typed_images  # noqa: E402
-from sharp_dagster.cdc.kafka_topics import ensure_topic  # noqa: E402
-from sharp_dagster.cdc.messages import BinlogMessage, Heartbeat, Quarantined, encode, parse_message  # noqa: E402
-from sharp_dagster.cdc.shards import ShardRules  # noqa: E402
+from sharp_dagster.cdc.capture.kafka_topics import ensure_topic  # noqa: E402
+from sharp_dagster.cdc.change import binlog_schema as bs  # noqa: E402
+from sharp_dagster.cdc.change.messages import BinlogMessage, Heartbeat, Quarantined, encode, parse_message  # noqa: E402
+from sharp_dagster.cdc.landing import kafka_source as landing_kafka  # noqa: E402
+from sharp_dagster.cdc.landing import land as landing  # noqa: E402
+from sharp_dagster.cdc.landing import parser as landing_parser  # noqa: E402
+from sharp_dagster.cdc.landing.image_tables import write_typed_images  # noqa: E402
+from sharp_dagster.cdc.source.shards import ShardRules  # noqa: E402
 
 DB = "benchdb"
 TABLES = ("user_info", "orders", "product", "order_item")
@@ -107,7 +109,7 @@ def produce(servers: str, topic: str, records: list[tuple[int, bytes]]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ baseline
-# The old driver loop (sharp_dagster/cdc/landing.py before the Spark Kafka source), kept here only as the baseline.
+# The old driver loop (sharp_dagster/cdc/landing/land.py before the Spark Kafka source), kept here only as the baseline.
 def old_land(spark, store, consumer_config, topic, shard_rules, database, timeout_s=600.0):
     ingest = int(time.time() * 1000)
     errors = landing_kafka.BrokerErrors(consumer_config["bootstrap.servers"])

@@ -55,9 +55,9 @@ sys.path.insert(0, str(REPO))
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from sharp_dagster.cdc.binlog_schema import FILE_FACTOR, POS_FACTOR  # noqa: E402
-from sharp_dagster.cdc.image_tables import read_typed_images, write_typed_images  # noqa: E402
-from sharp_dagster.cdc.merge import merge_day  # noqa: E402
+from sharp_dagster.cdc.change.binlog_schema import FILE_FACTOR, POS_FACTOR  # noqa: E402
+from sharp_dagster.cdc.landing.image_tables import read_typed_images, write_typed_images  # noqa: E402
+from sharp_dagster.cdc.merge.fold import merge_day  # noqa: E402
 from sharp_dagster.spark.tables import TableRef  # noqa: E402
 
 DB, TABLE, DAY = "shop", "orders", "2024-05-06"

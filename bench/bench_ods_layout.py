@@ -4,19 +4,19 @@ layout's plain copy and Iceberg's own merge-on-read `MERGE INTO`, side by side i
 Data: `bench_merge.py`'s generator and landing (a state of N rows, C changes of the day as typed images: inserts,
 deletes, key-changing and partial updates, re-deliveries; `--full-images`: no partial update, as with MySQL's
 default `binlog_row_image=FULL`). The current-state table is format v3 with the ODS
-table properties (`cdc/ods_versions.py`) except `write.spark.accept-any-schema`, with which Spark 4.1 + Iceberg
+table properties (`cdc/ods/versions.py`) except `write.spark.accept-any-schema`, with which Spark 4.1 + Iceberg
 1.11 cannot resolve a `MERGE INTO`'s target columns; its previous day is tagged.
 
 Timed (alternately, R times, best and median kept; `bench_merge.Clock`):
 - `copy`: the state partition read and written as a new partition (what the `dt` layout writes every day);
 - `merge_into_mor`: Iceberg's `MERGE INTO` of the day's changes into the current-state table, merge-on-read
   (rolled back, untimed, before each run);
-- `ours`: the merge of the new layout (`cdc/ods_merge.py` of issue 33) when this checkout has it, else left out
+- `ours`: the merge of the new layout (`cdc/ods/merge.py` of issue 33) when this checkout has it, else left out
   and said so; `floor_day_rows`: the least such a merge does (the fold written as rows + a key-only look at the
   state: `bench_merge`'s floor parts), a reference, not a merge.
 Then: the scaling (the same C changes at other state sizes: copy and `MERGE INTO`); a DWD-like read (a filtered
 aggregate over every column a DWD build reads) of the day as a `dt` partition vs as a tag with the day's deletion
-vectors vs the same tag after compaction (`cdc/ods_upkeep.py` moves the newest tag to the compacted snapshot);
+vectors vs the same tag after compaction (`cdc/ods/upkeep.py` moves the newest tag to the compacted snapshot);
 and the storage after D published days (each day C/N of the rows replaced: deletes + new rows, tagged), before
 and after the upkeep with a retention, as a multiple of one copy of the state.
 
@@ -43,8 +43,8 @@ sys.path.insert(0, str(BENCH))
 
 import bench_merge as bm  # noqa: E402
 
-from sharp_dagster.cdc.ods_upkeep import compact, refs, storage, upkeep_table  # noqa: E402
-from sharp_dagster.cdc.ods_versions import ODS_TABLE_PROPERTIES, day_tag, is_day_tag  # noqa: E402
+from sharp_dagster.cdc.ods.upkeep import compact, refs, storage, upkeep_table  # noqa: E402
+from sharp_dagster.cdc.ods.versions import ODS_TABLE_PROPERTIES, day_tag, is_day_tag  # noqa: E402
 from sharp_dagster.settings import ods_compact_options  # noqa: E402
 from sharp_dagster.spark.tables import TableRef  # noqa: E402
 
@@ -131,21 +131,22 @@ def use_spark_generator(spark, full_images: bool = False) -> str:
 
 
 def ours_merge():
-    """The new layout's merge function when this checkout has it (`cdc/ods_merge.py`, issue 33), else None."""
+    """The new layout's merge function when this checkout has it (`cdc/ods/merge.py`, issue 33), else None."""
     try:
-        return getattr(importlib.import_module("sharp_dagster.cdc.ods_merge"), "merge_into", None)
+        return getattr(importlib.import_module("sharp_dagster.cdc.ods.merge"), "merge_into", None)
     except ImportError:
         return None
 
 
 class Ours:
-    """The new layout's own merge (`cdc/ods_merge.py`) on tables of its own (`ods.layout_<rows>`,
+    """The new layout's own merge (`cdc/ods/merge.py`) on tables of its own (`ods.layout_<rows>`,
     `ods_state.layout_<rows>`): the state published as the previous day's tag (untimed), then each timed run
     stages the day on a branch and publishes it (`stage_days` + `publish`: cut, merge, fence, fast-forward, tag),
     rolled back to the previous day (untimed) before the next."""
 
     def __init__(self, ds, name: str = "layout"):
-        from sharp_dagster.cdc import ods_merge, ods_store
+        from sharp_dagster.cdc.ods import merge as ods_merge
+        from sharp_dagster.cdc.ods import store as ods_store
 
         self.ds, self.merge, self.ods_store = ds, ods_merge, ods_store
         self.table = f"{name}_{ds.rows}"
@@ -172,7 +173,7 @@ class Ours:
         (`exceptAll` both ways) and tombstones as key + position."""
         from pyspark.sql import functions as F
 
-        from sharp_dagster.cdc.merge import merge_day
+        from sharp_dagster.cdc.merge.fold import merge_day
 
         if bm.DAY not in self.ods_store.published_days(self.ds.store, self.table):
             self.run()
@@ -273,7 +274,7 @@ def reads(ds, v3: TableRef, clock, repeat: int) -> dict:
     # The compaction the upkeep runs (the project's options): what readers of the tag get after it.
     out["compaction_options"] = ods_compact_options()
     out["compaction"] = compact(store, v3, out["compaction_options"])
-    from sharp_dagster.cdc.ods_upkeep import _follow_compaction
+    from sharp_dagster.cdc.ods.upkeep import _follow_compaction
 
     out["tags_moved_to_compaction"] = _follow_compaction(store, v3)
     source = f"{store.name(v3)} VERSION AS OF '{bm.DAY}'"
@@ -411,7 +412,7 @@ def bm_now_plus_grace():
     """A `now` past the snapshots' grace period, so this run's snapshots count as old enough to expire."""
     from datetime import UTC, datetime
 
-    from sharp_dagster.cdc.ods_upkeep import SNAPSHOT_GRACE
+    from sharp_dagster.cdc.ods.upkeep import SNAPSHOT_GRACE
 
     return datetime.now(UTC) + SNAPSHOT_GRACE + bm.timedelta(minutes=1)
 

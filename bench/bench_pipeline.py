@@ -64,7 +64,7 @@ PROBES = [
         "table write: a range on a branch (one write)",
     ),
     ("sharp_dagster.spark.iceberg", "IcebergTables.publish_range", "table commit: publish"),
-    ("sharp_dagster.cdc.ods_stage", "stage", "merge: an ODS table's days onto a branch (merge-on-read)"),
+    ("sharp_dagster.cdc.ods.stage", "stage", "merge: an ODS table's days onto a branch (merge-on-read)"),
     (
         "sharp_dagster.spark.iceberg",
         "IcebergTables._commit_refs",
@@ -91,11 +91,11 @@ PROBES = [
     ("sharp_dagster.dqc.runner", "RuleRunner.run_range", "check scan (DQC rules)"),
     ("sharp_dagster.publish.rules", "evaluate_range", "check scan (DQC rules)"),
     ("sharp_dagster.resources.io_manager", "SparkTableIOManager.load_input", "upstream load (IO manager)"),
-    ("sharp_dagster.cdc.landing", "land", "landing: Spark Kafka read, parse, write"),
-    ("sharp_dagster.cdc.landing_kafka", "capture_end_offsets", "broker: metadata and offsets"),
-    ("sharp_dagster.cdc.landing_kafka", "topic_partitions", "broker: metadata and offsets"),
-    ("sharp_dagster.cdc.done_markers", "write_done_markers", "landing: done markers"),
-    ("sharp_dagster.cdc.merge", "merge_day", "merge: plan (merge_day)"),
+    ("sharp_dagster.cdc.landing.land", "land", "landing: Spark Kafka read, parse, write"),
+    ("sharp_dagster.cdc.landing.kafka_source", "capture_end_offsets", "broker: metadata and offsets"),
+    ("sharp_dagster.cdc.landing.kafka_source", "topic_partitions", "broker: metadata and offsets"),
+    ("sharp_dagster.cdc.landing.done_markers", "write_done_markers", "landing: done markers"),
+    ("sharp_dagster.cdc.merge.fold", "merge_day", "merge: plan (merge_day)"),
     ("sharp_dagster.lineage.openlineage", "emit_run_event", "openlineage events"),
     ("sharp_dagster.assets.lineage_runtime", "RuntimeLineageCheck.observe", "lineage check (analyzed plan)"),
     ("pyspark.sql.classic.dataframe", "DataFrame.count", "DataFrame.count()"),
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         from dagster import DagsterInstance
 
-        from sharp_dagster.cdc.kafka_topics import ensure_topic
+        from sharp_dagster.cdc.capture.kafka_topics import ensure_topic
         from sharp_dagster.definitions import defs
         from sharp_dagster.demo.replay import replay_day
         from sharp_dagster.warehouse.cdc_layout import landing_assets

@@ -6,7 +6,7 @@ it starts). Actions: `kill` (SIGKILL to itself: no cleanup runs, as with an OOM 
 process freezes until the test sends SIGCONT or SIGKILL), `sleep:<seconds>`, `raise` (an exception, as a bug would).
 With the variable unset, `failpoint()` is one dictionary lookup.
 
-The points, in lifecycle order (`publish/materialize.py`, `spark/wap.py`, `cdc/ods_merge.py`):
+The points, in lifecycle order (`publish/materialize.py`, `spark/wap.py`, `cdc/ods/merge.py`):
 - `after_claim`: the period is claimed and the upstream gate passed; nothing read yet;
 - `mid_write`: the staging branch is cut, the partition's rows (an ODS day's merge) are not committed to it yet;
 - `after_audit`: staged and every strong rule passed; not yet fenced or published;

@@ -37,7 +37,7 @@ def local_broker():
 
 class CdcFeed:
     def __init__(self, defs, instance, bootstrap: bool = True):
-        from sharp_dagster.cdc.kafka_topics import ensure_topic
+        from sharp_dagster.cdc.capture.kafka_topics import ensure_topic
         from sharp_dagster.demo.run import bootstrap_ods
         from sharp_dagster.warehouse.cdc_layout import landing_assets
 
@@ -58,7 +58,7 @@ class CdcFeed:
         """Extra row changes (generator format, with `_table`), as binlog messages of `day`, plus a heartbeat."""
         from confluent_kafka import Producer
 
-        from sharp_dagster.cdc.messages import HEARTBEAT, BinlogMessage, encode
+        from sharp_dagster.cdc.change.messages import HEARTBEAT, BinlogMessage, encode
         from sharp_dagster.demo.replay import BINLOG_FILE, _epoch_ms, change_message
 
         producer = Producer({"bootstrap.servers": self.bootstrap, "partitioner": "murmur2_random"})

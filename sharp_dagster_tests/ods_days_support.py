@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
-from sharp_dagster.cdc import ods_merge
-from sharp_dagster.cdc.merge import merge_day
+from sharp_dagster.cdc.merge.fold import merge_day
+from sharp_dagster.cdc.ods import merge as ods_merge
 from sharp_dagster_tests.cdc.test_merge_reference import change, changes_frame, state_frame
 
 BOOT, DAY1, DAY2 = "2024-01-01", "2024-01-02", "2024-01-03"

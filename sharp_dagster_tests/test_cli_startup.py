@@ -149,7 +149,7 @@ def test_lazy_package_exports_resolve(package):
 
 def test_cdc_help_names_the_config_password_variable():
     """cli/cdc.py repeats the password variable's name so that its --help imports no config module."""
-    from sharp_dagster.cdc import config
+    from sharp_dagster.cdc.source import config
     from sharp_dagster.cli import cdc as cdc_cli
 
     assert cdc_cli.PASSWORD_ENV == config.PASSWORD_ENV

@@ -3,7 +3,7 @@
 - `original_binlog/<db>` (hourly, group `cdc`): claims its offset range through the lifecycle's `claimed_range`
   (a heartbeat keeps the claim alive, a failure is recorded and alerted once), reads the topic from the end offsets of the job
   log's last successful landing (the Kafka incremental mode) up to the end offsets captured when the run starts,
-  writes the raw binlog rows and each table's typed images (`cdc/image_tables.py`, typed by the ODS state's
+  writes the raw binlog rows and each table's typed images (`cdc/landing/image_tables.py`, typed by the ODS state's
   columns; re-landing the same offsets changes nothing), keeps bad messages in quarantine with
   the count in step_log and a weak alert (count and first reasons, once per run), records the end offsets actually
   read + 1 as `data_range_end`, and, while it still holds the claim, writes the done markers of every hour that is
@@ -12,7 +12,7 @@
   ever landed, carried in the job log's `land` step output as `first_seen_ms`).
 - `ods/<table>` (daily, group `ods`): `checkdone` (all 24 done markers of the day, else the run fails before
   reading anything), then the day's typed changes merged onto a staging branch of the current-state table
-  `ods.<table>` and its tombstones `ods_state.<table>`, cut at the previous day's tag (`cdc/ods_stage.py`); after
+  `ods.<table>` and its tombstones `ods_state.<table>`, cut at the previous day's tag (`cdc/ods/stage.py`); after
   the strong rules (against the day's staged state) `main` is moved to the branch and the day tagged
   `'YYYY-MM-DD'`, through the one lifecycle of every log-driven asset (`sharp_dagster.publish`). A re-run of a day
   while later days are published re-merges and re-publishes every later day after it (`read_later` step).
@@ -41,12 +41,13 @@ from dagster import (
 
 from sharp_dagster.alerts import AlertSink
 from sharp_dagster.assets import quality
-from sharp_dagster.cdc import ods_stage, ods_store
-from sharp_dagster.cdc.change_source import day_changes
-from sharp_dagster.cdc.merge import STATE_COLUMNS, initial_state
-from sharp_dagster.cdc.ods_merge import write_state
-from sharp_dagster.cdc.ods_stage import StagedOds, StagedOdsDay
-from sharp_dagster.cdc.ods_versions import ods_ref
+from sharp_dagster.cdc.merge.change_source import day_changes
+from sharp_dagster.cdc.merge.fold import STATE_COLUMNS, initial_state
+from sharp_dagster.cdc.ods import stage as ods_stage
+from sharp_dagster.cdc.ods import store as ods_store
+from sharp_dagster.cdc.ods.merge import write_state
+from sharp_dagster.cdc.ods.stage import StagedOds, StagedOdsDay
+from sharp_dagster.cdc.ods.versions import ods_ref
 from sharp_dagster.joblog.incremental import format_offsets, plan_kafka
 from sharp_dagster.joblog.planner import LogDrivenAsset
 from sharp_dagster.lineage.openlineage import schema_fields
@@ -154,7 +155,9 @@ class BinlogLanding:
 
     def _land(self, jl, handle, window, spark_resource, store):
         """The landing's steps (`land`, `quarantine`, `done_markers`) under the claim; (result, hours marked)."""
-        from sharp_dagster.cdc.done_markers import write_done_markers  # the Kafka client: only a run loads it
+        from sharp_dagster.cdc.landing.done_markers import (
+            write_done_markers,  # the Kafka client: only a run loads it
+        )
 
         prior_run = _prior_landing(jl, self.job_name)
         start = {int(p): int(o) for p, o in (window.start or {}).get(self.topic, {}).items()}
@@ -185,7 +188,7 @@ class BinlogLanding:
     def _land_step(self, jl, handle, spark_resource, store, start: dict[int, int], prior_run: dict):
         """The `land` step: the topic from `start` (the last landing's end) to its end offsets now, into the raw
         binlog table and the typed images, carrying the watermarks and the first commit time seen."""
-        from sharp_dagster.cdc.landing import land  # the Kafka client: only a run loads it
+        from sharp_dagster.cdc.landing.land import land  # the Kafka client: only a run loads it
 
         prior = {int(k): v for k, v in (prior_run.get("watermarks_ms") or {}).items()} or None
         with jl.step(handle, "land", source_type="kafka", target_type="parquet") as rec:
@@ -228,7 +231,9 @@ def alert_quarantine(jl, handle, run_id: str | None, result) -> bool:
     """The weak alert of a landing that quarantined messages: the count and the first reasons, once per run
     (de-duplicated by the attempt's job id). Never raises: the landing already succeeded."""
     try:
-        from sharp_dagster.cdc.landing import quarantine_table_ref  # the Kafka client: only a run loads it
+        from sharp_dagster.cdc.landing.land import (
+            quarantine_table_ref,  # the Kafka client: only a run loads it
+        )
 
         reasons = sorted(result.quarantine_reasons.items(), key=lambda kv: (-kv[1], kv[0]))
         return AlertSink.from_env(engine=jl.engine).send(
@@ -398,7 +403,7 @@ class OdsMerge:
         """The `checkdone` step: all 24 hourly done markers of the day, else the run fails before reading."""
         # Here, not at the top: the done markers read the landing's layout, which loads the Kafka client; the code
         # location loads without it (its start-up time).
-        from sharp_dagster.cdc.done_markers import day_complete, hours_done
+        from sharp_dagster.cdc.landing.done_markers import day_complete, hours_done
 
         spark, warehouse_dir, database = (
             self.spark_resource.session(),
@@ -416,7 +421,7 @@ class OdsMerge:
 
     def _read_day(self, store: IcebergTables, key: str):
         """The day's changes, how many, and its events."""
-        from sharp_dagster.cdc.landing import raw_table_ref  # the Kafka client: only a run loads it
+        from sharp_dagster.cdc.landing.land import raw_table_ref  # the Kafka client: only a run loads it
 
         table = self.table
         raw = raw_table_ref(table.database)

@@ -1,5 +1,5 @@
 """The ODS upkeep as Dagster assets: `ods_upkeep/<table>` (group `ods_upkeep`) compacts `ods.<table>` and
-`ods_state.<table>` and expires their old day tags and snapshots (`cdc/ods_upkeep.py` decides what), on the
+`ods_state.<table>` and expires their old day tags and snapshots (`cdc/ods/upkeep.py` decides what), on the
 `ods_upkeep` schedule (`SHARP_ODS_UPKEEP_CRON`, UTC), keeping `SHARP_ODS_TAG_RETENTION_DAYS` days of tags.
 
 Each run is a job-log attempt like any other (job name `ods_upkeep.<table>`, the day of the run as its period,
@@ -15,7 +15,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from dagster import AssetKey, AssetsDefinition, MaterializeResult, MetadataValue, asset
 
-from sharp_dagster.cdc.ods_upkeep import ods_upkeep_refs, upkeep_table
+from sharp_dagster.cdc.ods.upkeep import ods_upkeep_refs, upkeep_table
 from sharp_dagster.joblog import FAILURE, SUCCESS, ClaimRefused
 from sharp_dagster.joblog.heartbeat import heartbeat_interval_s
 from sharp_dagster.logdriven import PROJECT_NAME, alert_attempt_failure, job_log_or_fail

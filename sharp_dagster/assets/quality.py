@@ -55,7 +55,7 @@ def load_project_rules(
 
 
 def _check_other_day(rule: Rule, day_tagged: frozenset[str]) -> None:
-    """A rule comparing with an ODS table's day reads its tag: the table has no `dt` partitions (`cdc.ods_versions`)."""
+    """A rule comparing with an ODS table's day reads its tag: the table has no `dt` partitions (`cdc.ods.versions`)."""
     other = str(rule.params.get("other") or "").lower()
     if other in day_tagged and rule.params.get("other_partition", "same") == "same":
         raise WarehouseDefinitionError(

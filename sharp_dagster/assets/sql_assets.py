@@ -24,7 +24,7 @@ from dagster import (
 )
 
 from sharp_dagster.assets import lineage_runtime, quality
-from sharp_dagster.cdc.ods_read import require_days
+from sharp_dagster.cdc.ods.read import require_days
 from sharp_dagster.joblog.planner import LogDrivenAsset
 from sharp_dagster.naming import parts
 from sharp_dagster.partitions import partitions_for
@@ -136,7 +136,7 @@ def require_upstream(
     tables, table: SqlTable, up: str, keys: list[str], grains: dict[str, str], needed_by: str
 ) -> int:
     """The rows of the upstream periods one partition reads: a `dt` table's partitions, or an ODS table's day
-    tags (`cdc.ods_read`: the SQL reads them `VERSION AS OF '${dt}'`)."""
+    tags (`cdc.ods.read`: the SQL reads them `VERSION AS OF '${dt}'`)."""
     if up in day_tagged_tables():
         return require_days(tables, parts(up)[1], keys, needed_by=needed_by)
     grain = grains.get(up, table.grain)

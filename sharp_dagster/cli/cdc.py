@@ -7,7 +7,7 @@
 
 The password is read from the environment only, never from a flag (flags show up in `ps`). `collect` without
 `--once` runs until SIGTERM/SIGINT and then stops cleanly: it flushes and saves the last commit. It keeps its
-resume position in the job-log database (`SHARP_LOG_DB_URL`, `cdc/collector_db.py`), so a collector restarted
+resume position in the job-log database (`SHARP_LOG_DB_URL`, `cdc/capture/collector_db.py`), so a collector restarted
 on any machine resumes there; `--state-file` names the local file of older versions, read once on upgrade. `land` keeps
 its offsets and watermarks in a small JSON file (the Dagster jobs keep them in the job log instead) and writes
 the done markers. Also runnable as `python -m sharp_dagster.cli.cdc`.
@@ -32,7 +32,7 @@ from sharp_dagster.settings import Settings, warehouse_location, warehouse_sql_d
 # The engines (the config's YAML, the collector's MySQL/Kafka clients, Spark for `land`) are imported inside the
 # commands, so that registering this group costs nothing to every other `sharp-dagster` call.
 
-# The same name as `sharp_dagster.cdc.config.PASSWORD_ENV`, written here so that `--help` needs no import of the
+# The same name as `sharp_dagster.cdc.source.config.PASSWORD_ENV`, written here so that `--help` needs no import of the
 # config module (sharp_dagster_tests/test_cli_startup.py checks that the two agree).
 PASSWORD_ENV = "SHARP_CDC_MYSQL_PASSWORD"
 
@@ -155,7 +155,7 @@ def _server_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _load_config(path: str):
-    from sharp_dagster.cdc.config import ConfigError, load_source_config
+    from sharp_dagster.cdc.source.config import ConfigError, load_source_config
 
     try:
         return load_source_config(path)
@@ -164,10 +164,10 @@ def _load_config(path: str):
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from sharp_dagster.cdc.collector import Collector
-    from sharp_dagster.cdc.collector_db import DbStateStore
-    from sharp_dagster.cdc.collector_state import CollectorError
-    from sharp_dagster.cdc.config import ConfigError, MysqlSettings
+    from sharp_dagster.cdc.capture.collector import Collector
+    from sharp_dagster.cdc.capture.collector_db import DbStateStore
+    from sharp_dagster.cdc.capture.collector_state import CollectorError
+    from sharp_dagster.cdc.source.config import ConfigError, MysqlSettings
     from sharp_dagster.db import DatabaseUnavailable
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -221,20 +221,20 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 def _bootstrap_start(url: str, source) -> str:
     """The start `cdc bootstrap` recorded for the source's databases (`bootstrap.collector_start`), else earliest."""
-    from sharp_dagster.cdc.bootstrap import collector_start
+    from sharp_dagster.cdc.ods.bootstrap import collector_start
     from sharp_dagster.joblog import JobLog
 
     start, why = collector_start(JobLog(url), [db.name for db in source.databases])
-    logging.getLogger("sharp_dagster.cdc.collector").info(
+    logging.getLogger("sharp_dagster.cdc.capture.collector").info(
         "a collector without a saved position starts at %s: %s", start or "the earliest binlog", why
     )
     return start or "earliest"
 
 
 def cmd_land(args: argparse.Namespace) -> int:
-    from sharp_dagster.cdc.done_markers import write_done_markers
-    from sharp_dagster.cdc.landing import land
-    from sharp_dagster.cdc.landing_kafka import LandingError
+    from sharp_dagster.cdc.landing.done_markers import write_done_markers
+    from sharp_dagster.cdc.landing.kafka_source import LandingError
+    from sharp_dagster.cdc.landing.land import land
     from sharp_dagster.spark.iceberg import warehouse_tables
     from sharp_dagster.spark.session import build_spark_session
 
@@ -301,8 +301,8 @@ def cmd_land(args: argparse.Namespace) -> int:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from sharp_dagster.cdc.config import MysqlSettings
-    from sharp_dagster.cdc.introspect import IntrospectError, introspect
+    from sharp_dagster.cdc.source.config import MysqlSettings
+    from sharp_dagster.cdc.source.introspect import IntrospectError, introspect
 
     mysql = MysqlSettings.from_env(args.host, args.port, args.user)
     names = ("source_id", "replica_server_id", "lateness_minutes", "topic_partitions", "exclude")
@@ -335,9 +335,9 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
-    from sharp_dagster.cdc.bootstrap import BootstrapError, bootstrap_source
-    from sharp_dagster.cdc.config import MysqlSettings, write_start
-    from sharp_dagster.cdc.snapshot import SnapshotError
+    from sharp_dagster.cdc.ods.bootstrap import BootstrapError, bootstrap_source
+    from sharp_dagster.cdc.ods.snapshot import SnapshotError
+    from sharp_dagster.cdc.source.config import MysqlSettings, write_start
     from sharp_dagster.joblog import ClaimRefused, JobLog
     from sharp_dagster.spark.iceberg import warehouse_tables
     from sharp_dagster.spark.session import build_spark_session
@@ -365,7 +365,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
 
 def _selected(source, databases: list[str] | None):
     """The source restricted to `databases` (all when none), or the CLI error naming those not configured."""
-    from sharp_dagster.cdc.config import ConfigError
+    from sharp_dagster.cdc.source.config import ConfigError
 
     try:
         return source.only(databases)

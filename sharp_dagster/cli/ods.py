@@ -1,7 +1,7 @@
 """`sharp-dagster ods ...`: the ODS tables' layout (issue 33).
 
 - `ods migrate orders` converts ODS table `orders` from the `dt`-partitioned layout (`ods_state.orders` and
-  `ods.orders` with one partition per day) into the current state with one tag per day (`cdc/ods_migrate.py`):
+  `ods.orders` with one partition per day) into the current state with one tag per day (`cdc/ods/migrate.py`):
   the last partition becomes the state, every partition a tag that reads back exactly that day. The old tables
   stay, renamed `<table>__dt_layout`; a failure leaves them as they were; a second run is refused.
 """
@@ -47,7 +47,7 @@ def _declared(name: str) -> Any:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from sharp_dagster.cdc.ods_migrate import MigrationRefused, migrate_table
+    from sharp_dagster.cdc.ods.migrate import MigrationRefused, migrate_table
     from sharp_dagster.cli.tables import _settings, _tables
 
     table = _declared(args.table)

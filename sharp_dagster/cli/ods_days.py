@@ -1,4 +1,4 @@
-"""`table history` and `table rollback` of an ODS table, whose published days are Iceberg tags (`cdc.ods_versions`).
+"""`table history` and `table rollback` of an ODS table, whose published days are Iceberg tags (`cdc.ods.versions`).
 
 - `table history ods/orders` prints `main`'s snapshots as for any table, then the day tags: each published day,
   the snapshot its tag points at, when that was committed, its live rows, the attempt that wrote it (when the
@@ -23,7 +23,7 @@ from sharp_dagster.cli.main import CliError
 
 def day_rows(tables: Any, name: str) -> list[dict[str, Any]]:
     """The published days of `ods.<name>`, oldest first, as `table history` shows them."""
-    from sharp_dagster.cdc.ods_read import day_snapshots
+    from sharp_dagster.cdc.ods.read import day_snapshots
 
     out = []
     for d in day_snapshots(tables, name):
@@ -63,7 +63,7 @@ def day_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
 
 def target_day(days: list[dict[str, Any]], to_day: str | None, to_snapshot: int | None, table: str) -> str:
     """The day a rollback restores: `--to-day` (a published day), or the latest day whose tag is at `--to`."""
-    from sharp_dagster.cdc.ods_versions import day_tag
+    from sharp_dagster.cdc.ods.versions import day_tag
 
     published = [d["day"] for d in days]
     if to_day is not None:
@@ -90,9 +90,9 @@ def target_day(days: list[dict[str, Any]], to_day: str | None, to_snapshot: int 
 def rollback(tables: Any, job_log: Any, name: str, args: Any, specs: Any) -> Any:
     """Roll `ods.<name>` back to a day (see the module doc); returns the `RollbackResult`. The caller turns the
     engine's refusals (`RollbackRefused`, `StalePublishError`, ...) into one-line errors, as for any table."""
-    from sharp_dagster.cdc import ods_store
-    from sharp_dagster.cdc.ods_read import day_snapshots
-    from sharp_dagster.cdc.ods_versions import ods_ref
+    from sharp_dagster.cdc.ods import store as ods_store
+    from sharp_dagster.cdc.ods.read import day_snapshots
+    from sharp_dagster.cdc.ods.versions import ods_ref
     from sharp_dagster.joblog.rollback import UndonePublish, rollback_days
 
     table = ods_ref(name).qualified

@@ -236,7 +236,7 @@ def _history_rows(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from sharp_dagster.cdc.ods_read import is_day_tagged
+    from sharp_dagster.cdc.ods.read import is_day_tagged
     from sharp_dagster.cli import ods_days
 
     tables = _tables(_settings())
@@ -291,8 +291,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
-    from sharp_dagster.cdc.ods_read import is_day_tagged
-    from sharp_dagster.cdc.ods_versions import ODS_DATABASE, TOMBSTONE_DATABASE
+    from sharp_dagster.cdc.ods.read import is_day_tagged
+    from sharp_dagster.cdc.ods.versions import ODS_DATABASE, TOMBSTONE_DATABASE
     from sharp_dagster.cli import ods_days
     from sharp_dagster.joblog.rollback import RollbackRefused, rollback_table
     from sharp_dagster.spark.wap import StalePublishError

@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from sharp_dagster.cdc.messages import HEARTBEAT, BinlogMessage, encode
+from sharp_dagster.cdc.change.messages import HEARTBEAT, BinlogMessage, encode
 from sharp_dagster.demo.generator import read_changes
 from sharp_dagster.demo.shop import SOURCE_DB, TABLES
 

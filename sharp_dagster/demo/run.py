@@ -17,7 +17,7 @@ from pathlib import Path
 from dagster import DagsterInstance
 
 from sharp_dagster.assets.cdc_assets import KAFKA_ENV, bootstrap_state
-from sharp_dagster.cdc.kafka_topics import ensure_topic
+from sharp_dagster.cdc.capture.kafka_topics import ensure_topic
 from sharp_dagster.dagster_home import ensure_dagster_home
 from sharp_dagster.demo.generator import GeneratorConfig, generate
 from sharp_dagster.demo.replay import replay_day

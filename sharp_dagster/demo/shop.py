@@ -8,7 +8,7 @@ shards, a user's row living in shard number `user_id % <shard count>`.
 
 from __future__ import annotations
 
-from sharp_dagster.cdc.config import ConfigError, DatabaseConfig, TableConfig
+from sharp_dagster.cdc.source.config import ConfigError, DatabaseConfig, TableConfig
 from sharp_dagster.warehouse.cdc_layout import cdc_dir, sources
 
 SOURCE_DB = "shop"

@@ -169,7 +169,7 @@ def distinct_count(p, f, k, types=None) -> RuleSql:
 
 def _other_rows(p: Mapping[str, Any], f: Mapping[str, str]) -> str:
     """The other table's rows a rule compares with: its partition of the same day (`same`), the day's tag of a
-    table that keeps its days as tags (`tag`: an ODS table, `cdc.ods_versions`), or all of it (`all`)."""
+    table that keeps its days as tags (`tag`: an ODS table, `cdc.ods.versions`), or all of it (`all`)."""
     which = p.get("other_partition", "same")
     if which == "all":
         return f["other"]

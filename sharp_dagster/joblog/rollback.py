@@ -11,7 +11,7 @@ downstream's upstream gate would read the old data as done. `rollback_table` the
 4. records on each claimed attempt a `rollback` step with the details and ends it FAILURE, with an error naming
    the snapshot restored and the publishes undone.
 
-An ODS table (`cdc.ods_versions`: one tag per published day) is rolled back to a day instead (`rollback_days`):
+An ODS table (`cdc.ods.versions`: one tag per published day) is rolled back to a day instead (`rollback_days`):
 every later day is no longer published (its tag is dropped) and gets the same claim, step and FAILURE.
 
 No Spark and no Dagster here: the caller passes the history rows and the function that rolls the table back. The

@@ -13,7 +13,7 @@ UI, a backfill, a sensor or `sharp-dagster log rerun` (which launches Dagster ru
 4. **read / transform**: the asset's `compute(key, run)` records its steps and returns the partition's rows.
 5. **stage**: the rows are written to an Iceberg branch `stage_<partition>_<attempt>` of the table; `main`, which
    every reader reads, does not change (`spark/wap.py`). Branches left by killed attempts of the same partition
-   are dropped first. An ODS merge stages its day itself (`cdc/ods_stage.py`): the day merged onto the branch
+   are dropped first. An ODS merge stages its day itself (`cdc/ods/stage.py`): the day merged onto the branch
    `stage_<partition>_<attempt>` of `ods.<table>` and `ods_state.<table>`, cut at the previous day's tag, and, when
    later days are published already (a re-run), every later day re-merged after it on the same branch.
 6. **strong rules**: all rules of the partition run in one scan of the staged rows (`rules.py`); a failed strong

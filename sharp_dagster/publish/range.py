@@ -11,7 +11,7 @@ one period at a time pays its fixed costs (branch cut, write, snapshot commits, 
    on one branch (`IcebergTables.stage_range`: a dynamic partition overwrite; a period with no rows replaces its
    partition with nothing). Rows per period come from the written files' metadata. An asset that stages its
    periods itself (`AssetPublish.stage_range`: an ODS merge) does it instead: the batch's days merged one after
-   the other on one branch (`cdc/ods_stage.py`), each period's part being its day's snapshot.
+   the other on one branch (`cdc/ods/stage.py`), each period's part being its day's snapshot.
 3. **strong rules** per period against the branch (each period's rows, its own context and `dqc_result` rows;
    the single-table rules of all periods in one grouped scan: `rules.evaluate_range`; an ODS day's rules against
    its day's snapshot), then against every later period the batch re-publishes (`later.py`).

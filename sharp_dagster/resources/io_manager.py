@@ -4,7 +4,7 @@ Writing a partition belongs to the publish lifecycle (`sharp_dagster.publish`: s
 audited by the strong rules, fenced by the job log, published in one commit), which the log-driven assets run
 themselves and report with `MaterializeResult`. Input: the upstream partitions the partition mapping asks for; a
 partition that was never written fails the step naming it. An ODS table's partition is a day, read at its tag
-(`cdc.ods_read.read_days`: the day's state, with the day in column `dt`); a day without a tag fails the same way.
+(`cdc.ods.read.read_days`: the day's state, with the day in column `dt`); a day without a tag fails the same way.
 The log-driven assets declare their upstreams as dependencies, not inputs, so nothing is loaded before their run has
 claimed the period and passed the upstream gate.
 """
@@ -18,7 +18,7 @@ from dagster import (
 )
 from pyspark.sql import DataFrame
 
-from sharp_dagster.cdc.ods_read import read_days
+from sharp_dagster.cdc.ods.read import read_days
 from sharp_dagster.partitions import grain_of
 from sharp_dagster.periods import PARTITION_COLUMNS, partition_values
 from sharp_dagster.resources.spark import SparkResource
@@ -53,7 +53,7 @@ class SparkTableIOManager(ConfigurableIOManager):
             return store.spark.table(store.name(ref))
         keys = sorted(context.asset_partition_keys)
         needed_by = _downstream_label(context)
-        if ref.qualified in day_tagged_tables():  # an ODS table: each day is a tag (`cdc.ods_read`)
+        if ref.qualified in day_tagged_tables():  # an ODS table: each day is a tag (`cdc.ods.read`)
             return read_days(store, ref.name, keys, needed_by=needed_by)
         return store.read_partitions(ref, [partition_values(k, grain) for k in keys], needed_by=needed_by)
 

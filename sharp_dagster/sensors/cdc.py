@@ -39,7 +39,7 @@ def build_kafka_sensor(database: str, topic: str, minimum_interval_seconds: int 
     def kafka_sensor(context: SensorEvaluationContext):
         # Not at the top: the Kafka client loads only when the sensor ticks, not when the code location starts.
         from sharp_dagster.assets.cdc_assets import kafka_config
-        from sharp_dagster.cdc.landing_kafka import capture_end_offsets
+        from sharp_dagster.cdc.landing.kafka_source import capture_end_offsets
 
         ends = capture_end_offsets(kafka_config(), topic)
         cursor = json.dumps({str(p): o for p, o in sorted(ends.items())}, sort_keys=True)

@@ -32,7 +32,7 @@ class IcebergTables(RangeStage, WriteAuditPublish, SnapshotHistory):
 
     @contextmanager
     def counts_read_once(self) -> Iterator[None]:
-        """Within the block, each table's partition counts (and an ODS table's day tags, `cdc.ods_read`) are read
+        """Within the block, each table's partition counts (and an ODS table's day tags, `cdc.ods.read`) are read
         once: a range run reads the same upstream tables for every period, and those are not written meanwhile
         (their periods passed the upstream gate)."""
         self._counts_memo = {}

@@ -2,7 +2,7 @@
 
 One YAML per source under `warehouse/cdc/`. For each database: an hourly landing asset `original_binlog/<db>`
 (raw table `original_binlog.<db>`), and for each logical table a daily merge asset `ods/<table>` whose current
-state is `ods.<table>` (each published day its tag, `cdc/ods_versions.py`) with its tombstones in
+state is `ods.<table>` (each published day its tag, `cdc/ods/versions.py`) with its tombstones in
 `ods_state.<table>`. The tag of the day before the asset's start is the bootstrap snapshot. A source's start is its YAML's `start:` (written by `cdc bootstrap` on
 the day of its snapshot, so a capture started today merges today), else the warehouse's `DEFAULT_START`.
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from sharp_dagster.cdc.config import SourceConfig, TableConfig, load_source_config, snapshot_day
-from sharp_dagster.cdc.merge import merge_key
+from sharp_dagster.cdc.merge.fold import merge_key
+from sharp_dagster.cdc.source.config import SourceConfig, TableConfig, load_source_config, snapshot_day
 from sharp_dagster.settings import DEFAULT_START, warehouse_sql_dir
 
 START = DEFAULT_START  # a source without `start:` starts with the warehouse

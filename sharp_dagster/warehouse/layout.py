@@ -104,7 +104,7 @@ def _ods(t: OdsTable) -> LogDrivenAsset:
     def ready(period) -> str | None:
         # Not at the top: done_markers reads the landing's layout, which loads the Kafka client; the code location
         # imports this module at start-up, where no Kafka client is needed.
-        from sharp_dagster.cdc.done_markers import day_complete
+        from sharp_dagster.cdc.landing.done_markers import day_complete
 
         day = period.partition_key
         if day_complete(Settings.from_env().warehouse_dir, database, day):

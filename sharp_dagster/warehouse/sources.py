@@ -9,10 +9,10 @@ warehouse needs every declared table's columns, and a sharded table's physical t
 
 from __future__ import annotations
 
-from sharp_dagster.cdc.binlog_schema import RAW_BINLOG_COLUMNS, RAW_BINLOG_PARTITION_COLUMNS
-from sharp_dagster.cdc.config import ConfigError
-from sharp_dagster.cdc.merge_result import SEQ_COLUMN, SEQ_TYPE
-from sharp_dagster.cdc.ods_versions import ODS_DATABASE
+from sharp_dagster.cdc.change.binlog_schema import RAW_BINLOG_COLUMNS, RAW_BINLOG_PARTITION_COLUMNS
+from sharp_dagster.cdc.merge.result import SEQ_COLUMN, SEQ_TYPE
+from sharp_dagster.cdc.ods.versions import ODS_DATABASE
+from sharp_dagster.cdc.source.config import ConfigError
 from sharp_dagster.warehouse.cdc_layout import (
     OdsTable,
     landing_assets,
@@ -48,7 +48,7 @@ def physical_tables(database: str | None = None) -> dict[str, list[str]]:
 
 def ods_schema(t: OdsTable) -> dict[str, str]:
     """The columns of `ods.<table>` as the daily merge publishes them (sharded tables carry their shard), and the
-    binlog position of the change that last set each row (`cdc.ods_versions`); no `dt`: a day is a tag."""
+    binlog position of the change that last set each row (`cdc.ods.versions`); no `dt`: a day is a tag."""
     cols = dict(t.table.spark_schema)
     if t.shard_column:
         cols[t.shard_column] = "string"
@@ -58,7 +58,7 @@ def ods_schema(t: OdsTable) -> dict[str, str]:
 
 def day_tagged_tables() -> frozenset[str]:
     """The tables whose days are Iceberg tags, not `dt` partitions: every CDC-built `ods.<table>`
-    (`cdc.ods_versions`). A SQL table reads one of its days as `FROM ods.<table> VERSION AS OF '${dt}'`."""
+    (`cdc.ods.versions`). A SQL table reads one of its days as `FROM ods.<table> VERSION AS OF '${dt}'`."""
     return frozenset(f"{ODS_DATABASE}.{t.name}" for t in ods_tables())
 
 

@@ -1,7 +1,7 @@
 """How a SQL table reads an ODS table: one day of it, by that day's tag.
 
 An ODS table `ods.<t>` is the source table's current state, and published day D is its Iceberg tag 'D'
-(`cdc.ods_versions.day_tag`). So a SQL file reads the state at the end of its partition's day as
+(`cdc.ods.versions.day_tag`). So a SQL file reads the state at the end of its partition's day as
 
     FROM ods.orders VERSION AS OF '${dt}' AS o
 

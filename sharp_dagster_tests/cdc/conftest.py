@@ -17,10 +17,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka import Producer as KafkaProducer
 
-from sharp_dagster.cdc.collector import Collector
-from sharp_dagster.cdc.config import MysqlSettings, SourceConfig, source_config_from_dict
-from sharp_dagster.cdc.kafka_topics import ensure_topic
-from sharp_dagster.cdc.landing_kafka import capture_end_offsets
+from sharp_dagster.cdc.capture.collector import Collector
+from sharp_dagster.cdc.capture.kafka_topics import ensure_topic
+from sharp_dagster.cdc.landing.kafka_source import capture_end_offsets
+from sharp_dagster.cdc.source.config import MysqlSettings, SourceConfig, source_config_from_dict
 from sharp_dagster.servers import LocalBroker, LocalMariaDB
 
 _DB_COUNTER = itertools.count(1)

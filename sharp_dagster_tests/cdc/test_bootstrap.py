@@ -14,15 +14,16 @@ import yaml
 from pyspark.sql import functions as F
 
 from sharp_dagster.assets.cdc_assets import state_columns
-from sharp_dagster.cdc import ods_stage, ods_store
-from sharp_dagster.cdc.bootstrap import bootstrap_position, bootstrap_source, job_name
-from sharp_dagster.cdc.change_source import day_changes
-from sharp_dagster.cdc.config import load_source_config, source_config_from_dict
-from sharp_dagster.cdc.done_markers import day_complete, write_done_markers
-from sharp_dagster.cdc.introspect import introspect
-from sharp_dagster.cdc.landing import land, raw_table_ref
-from sharp_dagster.cdc.merge import merge_day, published
-from sharp_dagster.cdc.source_clock import NOW_SQL
+from sharp_dagster.cdc.landing.done_markers import day_complete, write_done_markers
+from sharp_dagster.cdc.landing.land import land, raw_table_ref
+from sharp_dagster.cdc.merge.change_source import day_changes
+from sharp_dagster.cdc.merge.fold import merge_day, published
+from sharp_dagster.cdc.ods import stage as ods_stage
+from sharp_dagster.cdc.ods import store as ods_store
+from sharp_dagster.cdc.ods.bootstrap import bootstrap_position, bootstrap_source, job_name
+from sharp_dagster.cdc.source.clock import NOW_SQL
+from sharp_dagster.cdc.source.config import load_source_config, source_config_from_dict
+from sharp_dagster.cdc.source.introspect import introspect
 from sharp_dagster.cli.main import main as cli_main
 from sharp_dagster.joblog import JobLog
 from sharp_dagster.warehouse.cdc_layout import SHARD_COLUMN, OdsTable, bootstrap_day, cdc_dir
@@ -153,7 +154,7 @@ def test_init_bootstrap_then_the_pipeline_reproduces_the_source(
         "UPDATE orders SET order_status = 'shipped', order_id = 3, updated_at = NOW() WHERE order_id = 2",
         "DELETE FROM user_info_3 WHERE user_id = 7",
     )
-    collector = cdc.collector(
+    collector = cdc.capture.collector(
         source, start=position["gtid"], clock=SimulatedClock(day + dt.timedelta(days=1, minutes=30))
     )
     assert collector.run(once=True).row_changes == 11

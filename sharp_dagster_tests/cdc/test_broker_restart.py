@@ -16,7 +16,7 @@ import pytest
 from dagster import DagsterInstance
 
 from sharp_dagster.assets.cdc_assets import KAFKA_ENV
-from sharp_dagster.cdc import ods_store
+from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.demo.generator import GeneratorConfig, generate, read_changes
 from sharp_dagster.settings import Settings
 from sharp_dagster_tests.cdc_support import QUIET, CdcFeed
@@ -58,8 +58,8 @@ def own_warehouse(tmp_path, monkeypatch):
 
 
 def test_broker_killed_during_landing_then_restarted(spark, own_warehouse, monkeypatch):
-    from sharp_dagster.cdc import landing
-    from sharp_dagster.cdc.landing import raw_table_ref
+    from sharp_dagster.cdc.landing import land as landing
+    from sharp_dagster.cdc.landing.land import raw_table_ref
     from sharp_dagster.definitions import defs
     from sharp_dagster.joblog.store import JobLog
     from sharp_dagster.servers.broker import LocalBroker

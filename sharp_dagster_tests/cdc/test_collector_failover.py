@@ -7,11 +7,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from sharp_dagster.cdc.collector import Collector
-from sharp_dagster.cdc.collector_db import DbStateStore, saved_position
-from sharp_dagster.cdc.config import MysqlSettings
-from sharp_dagster.cdc.landing import land, raw_table_ref
-from sharp_dagster.cdc.merge import merge_day, published
+from sharp_dagster.cdc.capture.collector import Collector
+from sharp_dagster.cdc.capture.collector_db import DbStateStore, saved_position
+from sharp_dagster.cdc.landing.land import land, raw_table_ref
+from sharp_dagster.cdc.merge.fold import merge_day, published
+from sharp_dagster.cdc.source.config import MysqlSettings
 from sharp_dagster.servers import LocalMariaDB
 
 
@@ -42,7 +42,7 @@ def test_collector_fails_over_to_a_replica_by_gtid(cdc, tmp_path, spark, table_s
             "CREATE TABLE user_info_1 (id INT PRIMARY KEY, v INT)",
             *(f"INSERT INTO user_info_1 VALUES ({i}, {i})" for i in range(1, 6)),
         )
-        source = cdc.config(db)
+        source = cdc.source.config(db)
         url = f"sqlite:///{tmp_path / 'log.db'}"
         options = dict(start=cdc.start_gtid, flush_interval_s=0.0)
         Collector(cdc.mysql, cdc.kafka, source, DbStateStore(url, source.source_id), **options).run(once=True)

@@ -17,12 +17,12 @@ import pytest
 import yaml
 from pyspark.sql import functions as F
 
-from sharp_dagster.cdc import binlog_schema as bs
-from sharp_dagster.cdc.change_source import day_changes
-from sharp_dagster.cdc.collector_db import DbStateStore, saved_position
-from sharp_dagster.cdc.collector_state import CollectorError, CollectorState, FileStateStore
-from sharp_dagster.cdc.landing import land, raw_table_ref
-from sharp_dagster.cdc.merge import merge_day, published
+from sharp_dagster.cdc.capture.collector_db import DbStateStore, saved_position
+from sharp_dagster.cdc.capture.collector_state import CollectorError, CollectorState, FileStateStore
+from sharp_dagster.cdc.change import binlog_schema as bs
+from sharp_dagster.cdc.landing.land import land, raw_table_ref
+from sharp_dagster.cdc.merge.change_source import day_changes
+from sharp_dagster.cdc.merge.fold import merge_day, published
 from sharp_dagster.warehouse.cdc_layout import SHARD_COLUMN
 
 PASSWORD = "pw-Secret-4711"
@@ -244,7 +244,7 @@ def _source_rows(cdc, db: str) -> list[tuple[str, ...]]:
 
 
 def _rules(db: str):
-    from sharp_dagster.cdc.shards import ShardRules
+    from sharp_dagster.cdc.source.shards import ShardRules
 
     return ShardRules.from_mapping({"user_info": r"user_info_(\d+)"})
 
@@ -321,7 +321,7 @@ def test_position_store_reads_an_old_file_once_and_fences_a_second_collector(tmp
 def test_migration_0004_creates_the_position_table_as_modelled(tmp_path):
     import sqlalchemy as sa
 
-    from sharp_dagster.cdc.collector_db import cdc_collector_position as model
+    from sharp_dagster.cdc.capture.collector_db import cdc_collector_position as model
     from sharp_dagster.joblog.migrate import ensure_schema
 
     engine = ensure_schema(f"sqlite:///{tmp_path / 'log.db'}")

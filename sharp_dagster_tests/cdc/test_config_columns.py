@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sharp_dagster.cdc.config import ConfigError, load_source_config
-from sharp_dagster.cdc.source_columns import ColumnTypeError, parse_column, spark_type_of
+from sharp_dagster.cdc.source.columns import ColumnTypeError, parse_column, spark_type_of
+from sharp_dagster.cdc.source.config import ConfigError, load_source_config
 from sharp_dagster.settings import WAREHOUSE_SQL_DIR
 
 SAMPLE = """

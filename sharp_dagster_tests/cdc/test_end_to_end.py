@@ -40,18 +40,20 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sharp_dagster.assets.cdc_assets import state_columns
-from sharp_dagster.cdc import binlog_schema as bs
-from sharp_dagster.cdc import ods_merge, ods_stage, ods_store
-from sharp_dagster.cdc.collector import Collector, CollectStats
-from sharp_dagster.cdc.collector_db import DbStateStore, saved_position
-from sharp_dagster.cdc.config import PASSWORD_ENV, MysqlSettings, SourceConfig, source_config_from_dict
-from sharp_dagster.cdc.done_markers import day_complete, hours_done, write_done_markers
-from sharp_dagster.cdc.image_tables import read_typed_images
-from sharp_dagster.cdc.landing import LandingResult, land, quarantine_table_ref, raw_table_ref
-from sharp_dagster.cdc.merge import initial_state, merge_day, merge_key
-from sharp_dagster.cdc.merge_result import SEQ_COLUMN
-from sharp_dagster.cdc.messages import BinlogMessage, encode
-from sharp_dagster.cdc.snapshot import read_binlog_position, snapshot_table
+from sharp_dagster.cdc.capture.collector import Collector, CollectStats
+from sharp_dagster.cdc.capture.collector_db import DbStateStore, saved_position
+from sharp_dagster.cdc.change import binlog_schema as bs
+from sharp_dagster.cdc.change.messages import BinlogMessage, encode
+from sharp_dagster.cdc.landing.done_markers import day_complete, hours_done, write_done_markers
+from sharp_dagster.cdc.landing.image_tables import read_typed_images
+from sharp_dagster.cdc.landing.land import LandingResult, land, quarantine_table_ref, raw_table_ref
+from sharp_dagster.cdc.merge.fold import initial_state, merge_day, merge_key
+from sharp_dagster.cdc.merge.result import SEQ_COLUMN
+from sharp_dagster.cdc.ods import merge as ods_merge
+from sharp_dagster.cdc.ods import stage as ods_stage
+from sharp_dagster.cdc.ods import store as ods_store
+from sharp_dagster.cdc.ods.snapshot import read_binlog_position, snapshot_table
+from sharp_dagster.cdc.source.config import PASSWORD_ENV, MysqlSettings, SourceConfig, source_config_from_dict
 from sharp_dagster.demo.shop import SOURCE_DB, TABLES, shard_of_user
 from sharp_dagster_tests.cdc.source_support import SimulatedClock, sort_rows, text
 
@@ -68,7 +70,7 @@ SITECUSTOMIZE = '''"""Test clock: the source's clock reads the simulated time (s
 import os
 import time
 
-from sharp_dagster.cdc.source_clock import SourceClock
+from sharp_dagster.cdc.source.clock import SourceClock
 
 _offset = float(os.environ["SHARP_E2E_CLOCK_OFFSET_S"])
 SourceClock.__call__ = lambda self: int((time.time() + _offset) * 1000)

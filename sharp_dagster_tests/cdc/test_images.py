@@ -1,4 +1,4 @@
-"""Typed row images (`cdc/images.py`): what the landing writes so that the daily merge parses no JSON."""
+"""Typed row images (`cdc/change/images.py`): what the landing writes so that the daily merge parses no JSON."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from sharp_dagster.cdc.images import image_columns, typed_images
-from sharp_dagster.cdc.merge import merge_day
+from sharp_dagster.cdc.change.images import image_columns, typed_images
+from sharp_dagster.cdc.merge.fold import merge_day
 from sharp_dagster_tests.cdc.test_merge_reference import change, changes_frame, collect_state, state_frame
 
 COLUMNS = [("id", "bigint"), ("qty", "int"), ("amount", "decimal(20,4)"), ("note", "string")]

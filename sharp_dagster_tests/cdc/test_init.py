@@ -7,8 +7,8 @@ import itertools
 import pytest
 import yaml
 
-from sharp_dagster.cdc.config import load_source_config
-from sharp_dagster.cdc.introspect import introspect
+from sharp_dagster.cdc.source.config import load_source_config
+from sharp_dagster.cdc.source.introspect import introspect
 from sharp_dagster.cli.main import main as cli_main
 from sharp_dagster.warehouse.cdc_layout import cdc_dir
 
@@ -80,7 +80,7 @@ def test_init_writes_the_hand_written_shop_yaml(mariadb, tmp_path, monkeypatch, 
 
 
 def mariadb_settings(mariadb, user: str = "root", password: str = ""):
-    from sharp_dagster.cdc.config import MysqlSettings
+    from sharp_dagster.cdc.source.config import MysqlSettings
 
     return MysqlSettings(mariadb.host, mariadb.port, user, password)
 

@@ -9,8 +9,8 @@ from decimal import Decimal
 
 import pytest
 
-from sharp_dagster.cdc.config import ConfigError, source_config_from_dict
-from sharp_dagster.cdc.merge import merge_day, merge_key
+from sharp_dagster.cdc.merge.fold import merge_day, merge_key
+from sharp_dagster.cdc.source.config import ConfigError, source_config_from_dict
 from sharp_dagster_tests.cdc.test_merge_reference import (
     DELETED,
     SEQ,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sharp_dagster.cdc.merge import merge_day
+from sharp_dagster.cdc.merge.fold import merge_day
 from sharp_dagster_tests.cdc.test_merge_reference import (
     DELETED,
     SEQ,

@@ -2,7 +2,7 @@
 of the oracle itself on hand-worked cases.
 
 The oracle replays events one by one in binlog order on a dict of rows: the obvious, slow, sequential reading of
-the rules, against which the set-based Spark merge (`sharp_dagster.cdc.merge`) is compared.
+the rules, against which the set-based Spark merge (`sharp_dagster.cdc.merge.fold`) is compared.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from sharp_dagster.cdc.binlog_schema import RAW_BINLOG_COLUMNS, binlog_file_seq, binlog_seq, event_uid
+from sharp_dagster.cdc.change.binlog_schema import RAW_BINLOG_COLUMNS, binlog_file_seq, binlog_seq, event_uid
 
 SEQ, DELETED = "_binlog_seq", "_is_deleted"
 _ABSENT = object()

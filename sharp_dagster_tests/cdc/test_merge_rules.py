@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from sharp_dagster.cdc.merge import (
+from sharp_dagster.cdc.merge.fold import (
     DayEvents,
     initial_state,
     latest_changes,

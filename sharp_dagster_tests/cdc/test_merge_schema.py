@@ -1,10 +1,10 @@
-"""Columns added by DDL in the binlog (`sharp_dagster.cdc.schema_evolution`): parsing and the evolved column list."""
+"""Columns added by DDL in the binlog (`sharp_dagster.cdc.change.schema_evolution`): parsing and the evolved column list."""
 
 from __future__ import annotations
 
 import pytest
 
-from sharp_dagster.cdc.schema_evolution import AddedColumn, evolve_columns, parse_added_columns
+from sharp_dagster.cdc.change.schema_evolution import AddedColumn, evolve_columns, parse_added_columns
 
 
 @pytest.mark.parametrize(

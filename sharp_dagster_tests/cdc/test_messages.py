@@ -8,10 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from sharp_dagster.cdc import binlog_schema as bs
-from sharp_dagster.cdc.canonical_values import canonical_value
-from sharp_dagster.cdc.config import ConfigError, MysqlSettings, load_source_config
-from sharp_dagster.cdc.messages import (
+from sharp_dagster.cdc.change import binlog_schema as bs
+from sharp_dagster.cdc.change.canonical_values import canonical_value
+from sharp_dagster.cdc.change.messages import (
     RAW_ROW_KEYS,
     BinlogMessage,
     Heartbeat,
@@ -20,7 +19,8 @@ from sharp_dagster.cdc.messages import (
     parse_message,
     with_commit_ts,
 )
-from sharp_dagster.cdc.shards import ShardRule, ShardRules
+from sharp_dagster.cdc.source.config import ConfigError, MysqlSettings, load_source_config
+from sharp_dagster.cdc.source.shards import ShardRule, ShardRules
 
 RULES = ShardRules([ShardRule("user_info", r"user_info_(\d+)"), ShardRule("orders")])
 ES = int(dt.datetime(2024, 3, 1, 23, 59, 59, tzinfo=dt.UTC).timestamp() * 1000)

@@ -1,4 +1,4 @@
-"""`ods migrate` (`cdc/ods_migrate.py`, `cli/ods.py`) on real Iceberg tables: a dt-partitioned ODS table becomes the
+"""`ods migrate` (`cdc/ods/migrate.py`, `cli/ods.py`) on real Iceberg tables: a dt-partitioned ODS table becomes the
 current state with one tag per day, each tag reading back exactly its old partition, a column the old table gained
 on a later day marked with that day (`sharp.column-since.<column>`, what the merge's re-runs read); refused when run
 twice; a failure in the swap leaves the old tables as they were."""
@@ -9,8 +9,9 @@ from decimal import Decimal
 
 import pytest
 
-from sharp_dagster.cdc import ods_merge, ods_migrate
-from sharp_dagster.cdc.ods_migrate import MigrationRefused, migrate_table
+from sharp_dagster.cdc.ods import merge as ods_merge
+from sharp_dagster.cdc.ods import migrate as ods_migrate
+from sharp_dagster.cdc.ods.migrate import MigrationRefused, migrate_table
 from sharp_dagster.spark.tables import TableRef
 
 DAYS = {

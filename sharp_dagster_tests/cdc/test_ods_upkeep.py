@@ -1,4 +1,4 @@
-"""ODS upkeep (`cdc/ods_upkeep.py`) on real Iceberg tables: a current-state table written merge-on-read with one
+"""ODS upkeep (`cdc/ods/upkeep.py`) on real Iceberg tables: a current-state table written merge-on-read with one
 tag per day, compacted and expired; the newest state and the tags inside the retention read as before."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from sharp_dagster.cdc.ods_upkeep import SNAPSHOT_GRACE, refs, tags_to_drop, upkeep_table
-from sharp_dagster.cdc.ods_versions import ODS_TABLE_PROPERTIES, day_tag, ods_ref
+from sharp_dagster.cdc.ods.upkeep import SNAPSHOT_GRACE, refs, tags_to_drop, upkeep_table
+from sharp_dagster.cdc.ods.versions import ODS_TABLE_PROPERTIES, day_tag, ods_ref
 
 DAYS = ["2024-03-01", "2024-03-02", "2024-03-03", "2024-03-04", "2024-03-05"]
 

@@ -10,9 +10,10 @@ import random
 
 import pytest
 
-from sharp_dagster.cdc import ods_merge, ods_store
-from sharp_dagster.cdc.merge import merge_day
-from sharp_dagster.cdc.ods_versions import day_tag, ods_ref
+from sharp_dagster.cdc.merge.fold import merge_day
+from sharp_dagster.cdc.ods import merge as ods_merge
+from sharp_dagster.cdc.ods import store as ods_store
+from sharp_dagster.cdc.ods.versions import day_tag, ods_ref
 from sharp_dagster.spark.wap import StalePublishError
 from sharp_dagster_tests.cdc.test_merge_random import COLUMNS, KEY, scenario
 from sharp_dagster_tests.cdc.test_merge_reference import (

@@ -8,9 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from sharp_dagster.cdc.config import TableConfig
-from sharp_dagster.cdc.messages import parse_message
-from sharp_dagster.cdc.snapshot import SnapshotError, read_binlog_position, snapshot_table
+from sharp_dagster.cdc.change.messages import parse_message
+from sharp_dagster.cdc.ods.snapshot import SnapshotError, read_binlog_position, snapshot_table
+from sharp_dagster.cdc.source.config import TableConfig
 
 TABLE = TableConfig("user_info", ("id",), r"user_info_(\d+)")
 
@@ -61,8 +61,8 @@ def test_snapshot_reads_all_shards_stamped_before_later_changes(cdc, spark):
     assert utc[("user_info_2", 1)] == dt.datetime(2024, 6, 30, 23, 0, 0)
 
     # Changes before the position sort below the stamp, changes after it above.
-    cdc.collector(cdc.config(db)).run(once=True)
-    rules = cdc.config(db).databases[0].shard_rules
+    cdc.capture.collector(cdc.source.config(db)).run(once=True)
+    rules = cdc.source.config(db).databases[0].shard_rules
     seqs = {
         (m["type"], m["table"], (m["data"] or [{}])[0].get("name")): parse_message(
             json.dumps(m).encode(), "t", 0, 0, rules
@@ -89,8 +89,8 @@ TEMPORAL_ROWS = [
 ]
 PROBE = """
 import json, sys
-from sharp_dagster.cdc.config import MysqlSettings, TableConfig
-from sharp_dagster.cdc.snapshot import snapshot_table
+from sharp_dagster.cdc.source.config import MysqlSettings, TableConfig
+from sharp_dagster.cdc.ods.snapshot import snapshot_table
 from sharp_dagster.settings import Settings
 from sharp_dagster.spark.session import build_spark_session
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sharp_dagster.cdc.config import MysqlSettings, source_config_from_dict, write_start
+from sharp_dagster.cdc.source.config import MysqlSettings, source_config_from_dict, write_start
 from sharp_dagster_tests.cdc.oracle_pipeline import Warehouse, build_defs, collect
 from sharp_dagster_tests.cdc.oracle_schema import (
     COLUMNS,

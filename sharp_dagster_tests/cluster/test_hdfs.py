@@ -36,7 +36,7 @@ def test_iceberg_table_on_hdfs_through_spark(spark, hdfs) -> None:
 
 
 def test_done_markers_and_files_on_hdfs(spark, hdfs, tmp_path) -> None:
-    from sharp_dagster.cdc.done_markers import DoneMarkers
+    from sharp_dagster.cdc.landing.done_markers import DoneMarkers
     from sharp_dagster.spark.filesystem import HadoopFs, LocalFs, file_system
 
     root = f"{hdfs.uri}/warehouse_markers"

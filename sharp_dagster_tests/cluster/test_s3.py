@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from sharp_dagster import jvm
-from sharp_dagster.cdc.messages import BinlogMessage, encode
+from sharp_dagster.cdc.change.messages import BinlogMessage, encode
 from sharp_dagster.settings import REPO_ROOT
 from sharp_dagster_tests.cdc_support import local_broker
 
@@ -40,8 +40,8 @@ RUN_TIMEOUT = 1200  # about a minute on a quiet machine; much more when the 2 co
 RUN_SCRIPT = r"""
 import json, sys
 from sharp_dagster.cli.cdc import main
-from sharp_dagster.cdc.done_markers import hours_done
-from sharp_dagster.cdc.landing import quarantine_table_ref, raw_table_ref
+from sharp_dagster.cdc.landing.done_markers import hours_done
+from sharp_dagster.cdc.landing.land import quarantine_table_ref, raw_table_ref
 from sharp_dagster.settings import Settings
 from sharp_dagster.spark.iceberg import warehouse_tables
 from sharp_dagster.spark.session import build_spark_session
@@ -102,7 +102,7 @@ def _msg(table: str, pos: int, when: dt.datetime, kind: str = "INSERT", database
 def _produce(bootstrap: str, topic: str) -> None:
     from confluent_kafka import Producer
 
-    from sharp_dagster.cdc.kafka_topics import ensure_topic
+    from sharp_dagster.cdc.capture.kafka_topics import ensure_topic
 
     config = {"bootstrap.servers": bootstrap}
     ensure_topic(config, topic, 1)

@@ -58,7 +58,7 @@ from sharp_dagster.settings import Settings
 from sharp_dagster.spark.iceberg import warehouse_tables
 from sharp_dagster.spark.session import build_spark_session
 from sharp_dagster.spark.tables import TableRef
-from sharp_dagster.cdc.ods_read import read_days
+from sharp_dagster.cdc.ods.read import read_days
 
 mode, out_path, keys, days = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4:]
 out = {"rows": {}, "tables": {}, "error": None}
@@ -102,7 +102,7 @@ if mode in ("reference", "read"):
         for key in keys:
             layer, name = key.split("/")
             for day in days:
-                if layer == "ods":  # a published ODS day is the tag of its day (cdc/ods_versions.py)
+                if layer == "ods":  # a published ODS day is the tag of its day (cdc/ods/versions.py)
                     df = read_days(store, name, [day]).drop("dt")
                 else:
                     df = store.read_partitions(TableRef(layer, name, ("dt",)), [{"dt": day}])
@@ -310,7 +310,7 @@ def _broker():
 def _replay(sample_dir: Path) -> None:
     """Both days' binlog into the topic once, before anything runs (a backfill of past days); both profiles land
     the same messages (each from its own job log's offsets)."""
-    from sharp_dagster.cdc.kafka_topics import ensure_topic
+    from sharp_dagster.cdc.capture.kafka_topics import ensure_topic
     from sharp_dagster.demo.replay import replay_day
     from sharp_dagster.warehouse.cdc_layout import landing_assets
 
@@ -469,7 +469,7 @@ def _assert_executors_ran_the_work(events: Path) -> None:
         "the landing's Kafka read and parse": ("KafkaRelation", "MapInArrow"),
         "the landing's append": ("AppendData", "IcebergWrite(table=sharp.original_binlog.shop,"),
         # A day's merge reads the tombstones, deletes the touched keys' rows of the current state on the run's
-        # branch (DELETE FROM: a key-only scan, WriteDelta) and appends the day's live rows (cdc/ods_merge.py).
+        # branch (DELETE FROM: a key-only scan, WriteDelta) and appends the day's live rows (cdc/ods/merge.py).
         "the merge's read of ods_state.orders": ("BatchScan sharp.ods_state.orders ",),
         "the merge's DELETE FROM ods.orders": ("WriteDelta", "BatchScan sharp.ods.orders"),
         "the merge's append to ods.orders": ("IcebergWrite(table=sharp.ods.orders,",),

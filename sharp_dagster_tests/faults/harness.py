@@ -310,7 +310,7 @@ def _sort_key(row: tuple) -> tuple:
 def published(world: World, name: str, day: str) -> list[tuple]:
     """The partition's rows on the table's `main` (what every reader reads), sorted, duplicates kept; an ODS
     table's day is its tag (`ods.<t> VERSION AS OF '<day>'`)."""
-    from sharp_dagster.cdc import ods_store
+    from sharp_dagster.cdc.ods import store as ods_store
 
     tables = world.tables()
     ref = _ref(name)

@@ -127,6 +127,64 @@ def test_no_file_is_over_600_lines():
     assert long == {}
 
 
+# The rooms of `cdc/` (its package docstring), lowest first: a room imports only rooms of a lower floor within
+# `cdc/` (or its own). `capture/` and `landing/` share a floor and do not import each other.
+CDC_ROOMS = {"source": 0, "change": 1, "capture": 2, "landing": 2, "merge": 3, "ods": 4}
+
+
+def _cdc_room(module: str) -> str | None:
+    pieces = module.split(".")
+    return pieces[2] if pieces[:2] == ["sharp_dagster", "cdc"] and len(pieces) > 2 else None
+
+
+def _cdc_offenders(package: Path) -> list[str]:
+    offenders = []
+    for path in sorted((package / "cdc").rglob("*.py")):
+        inside = path.relative_to(package / "cdc").parts
+        if len(inside) == 1:
+            if path.name != "__init__.py":
+                offenders.append(f"{path.relative_to(package.parent)}: a module outside the rooms")
+            continue
+        room = inside[0]
+        if room not in CDC_ROOMS:
+            offenders.append(f"{path.relative_to(package.parent)}: a room not in CDC_ROOMS")
+            continue
+        for line, module in _imports(path):
+            target = _cdc_room(module)
+            if target is None or target == room:
+                continue
+            if target not in CDC_ROOMS or CDC_ROOMS[target] >= CDC_ROOMS[room]:
+                offenders.append(f"{path.relative_to(package.parent)}:{line}: {module} ({room} -> {target})")
+    return offenders
+
+
+def test_every_cdc_room_imports_only_rooms_below_it():
+    for room in CDC_ROOMS:
+        assert (PACKAGE / "cdc" / room / "__init__.py").read_text(encoding="utf-8").startswith('"""'), room
+    assert _cdc_offenders(PACKAGE) == []
+
+
+def test_the_room_scan_sees_a_sideways_and_an_upward_import(tmp_path):
+    package = tmp_path / "sharp_dagster"
+    (package / "cdc" / "capture").mkdir(parents=True)
+    (package / "cdc" / "capture" / "bad.py").write_text(
+        "from sharp_dagster.cdc.landing import land\nfrom sharp_dagster.cdc.ods.store import x\n"
+        "from sharp_dagster.cdc.change import messages\n"
+    )
+    (package / "cdc" / "loose.py").write_text("")
+    global PACKAGE
+    saved, PACKAGE = PACKAGE, package
+    try:
+        found = _cdc_offenders(package)
+    finally:
+        PACKAGE = saved
+    assert found == [
+        "sharp_dagster/cdc/capture/bad.py:1: sharp_dagster.cdc.landing (capture -> landing)",
+        "sharp_dagster/cdc/capture/bad.py:2: sharp_dagster.cdc.ods.store (capture -> ods)",
+        "sharp_dagster/cdc/loose.py: a module outside the rooms",
+    ]
+
+
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

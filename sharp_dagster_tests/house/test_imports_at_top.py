@@ -18,8 +18,8 @@ COMMAND_LINE = ("cli/", "demo/cli.py")
 # Modules allowed in-function imports, each for start-up time (the reason is the comment on the import itself).
 ALLOWED = {
     "assets/cdc_assets.py",  # the landing and its done markers load the Kafka client: only a run needs it
-    "cdc/landing.py",  # Spark's Arrow types load pyarrow: only a landing needs it
-    "cdc/landing_parser.py",  # pyarrow: only a landing needs it, the code location imports this module
+    "cdc/landing/land.py",  # Spark's Arrow types load pyarrow: only a landing needs it
+    "cdc/landing/parser.py",  # pyarrow: only a landing needs it, the code location imports this module
     "warehouse/layout.py",  # the same, for the ODS readiness check
     "sensors/cdc.py",  # the Kafka client loads when the sensor ticks, not when the code location starts
     "lineage/openlineage.py",  # Spark's version is optional: the lineage commands run without Spark

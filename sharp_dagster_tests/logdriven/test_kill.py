@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dagster import AssetKey, materialize
 
-from sharp_dagster.cdc import ods_store
+from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.spark.tables import TableRef
 
 KEY = AssetKey(["ods", "product"])
@@ -131,7 +131,7 @@ def test_an_ods_publish_is_fenced_when_main_moved_since_its_branch_was_cut(feed,
     run's job-log fence and its reference commit. The publish is refused (`StalePublishError`: `main` is not the
     head the branch was cut from), nothing of the run is published or left staged, the job log says FAILURE naming
     the fence; the next run publishes the day."""
-    from sharp_dagster.cdc import ods_stage
+    from sharp_dagster.cdc.ods import stage as ods_stage
     from sharp_dagster.logdriven import job_log
 
     defs, instance, day = feed.defs, feed.instance, "2024-01-02"

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sharp_dagster.cdc.done_markers import day_complete
+from sharp_dagster.cdc.landing.done_markers import day_complete
 from sharp_dagster.joblog import FAILURE, SUCCESS
 from sharp_dagster.joblog.store import JobLog
 from sharp_dagster_tests.cdc_support import KAFKA_ENV, QUIET, change
@@ -89,7 +89,7 @@ def test_landing_heartbeats_and_alerts_quarantined_messages_once(own_feed, hook,
     from confluent_kafka import Producer
 
     from sharp_dagster.assets.cdc_assets import alert_quarantine
-    from sharp_dagster.cdc.landing import LandingResult
+    from sharp_dagster.cdc.landing.land import LandingResult
     from sharp_dagster.logdriven import job_log
 
     # A short claim timeout: heartbeats every 0.5 s, so a landing of a few seconds must beat to keep its claim.

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dagster import AssetKey, materialize
 
-from sharp_dagster.cdc import ods_store
-from sharp_dagster.cdc.ods_read import day_snapshots
+from sharp_dagster.cdc.ods import store as ods_store
+from sharp_dagster.cdc.ods.read import day_snapshots
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster_tests.cdc_support import change
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from pyspark import SparkContext
 
-from sharp_dagster.cdc.merge_plan import MergePlan
+from sharp_dagster.cdc.merge.plan import MergePlan
 from sharp_dagster.spark.column_cache import columns_per_jvm
 
 

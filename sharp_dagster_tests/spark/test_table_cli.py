@@ -10,8 +10,8 @@ from datetime import datetime
 
 import pytest
 
-from sharp_dagster.cdc import ods_store
-from sharp_dagster.cdc.ods_read import day_snapshots
+from sharp_dagster.cdc.ods import store as ods_store
+from sharp_dagster.cdc.ods.read import day_snapshots
 from sharp_dagster.cli.main import main
 from sharp_dagster.joblog.models import FAILURE, RUNNING, SUCCESS
 from sharp_dagster.joblog.planner import check_upstream_done

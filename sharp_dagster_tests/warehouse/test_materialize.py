@@ -7,7 +7,7 @@ import json
 import pytest
 from dagster import DagsterInstance, materialize
 
-from sharp_dagster.cdc.ods_store import published_days
+from sharp_dagster.cdc.ods.store import published_days
 from sharp_dagster.demo.generator import GeneratorConfig, generate, read_changes
 from sharp_dagster.settings import Settings
 from sharp_dagster.spark.iceberg import warehouse_tables

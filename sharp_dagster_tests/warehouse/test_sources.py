@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sharp_dagster.cdc.config import ConfigError
+from sharp_dagster.cdc.source.config import ConfigError
 from sharp_dagster.settings import WAREHOUSE_SQL_DIR
 from sharp_dagster.warehouse import sources
 

@@ -10,8 +10,8 @@ from dagster import AssetKey, PartitionKeyRange, build_input_context
 from pyspark.sql import functions as F
 
 from sharp_dagster.assets.sql_assets import require_upstream
-from sharp_dagster.cdc.merge import published
-from sharp_dagster.cdc.ods_read import day_counts, read_days, require_days
+from sharp_dagster.cdc.merge.fold import published
+from sharp_dagster.cdc.ods.read import day_counts, read_days, require_days
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.resources.io_manager import SparkTableIOManager
 from sharp_dagster.resources.spark import SparkResource

@@ -6,8 +6,8 @@ Create Date: 2026-11-26 00:00:00
 
 One row per CDC source (`source_id`): the binlog file and position after the last commit whose messages Kafka
 acknowledged, the MariaDB GTID position, that commit's time, the server id and binlog epoch it was read under
-(`sharp_dagster.cdc.binlog_schema`), and the fencing generation of the collector that
-owns the row (`sharp_dagster.cdc.collector_db`). Spelled out here, not imported from the model, so that this
+(`sharp_dagster.cdc.change.binlog_schema`), and the fencing generation of the collector that
+owns the row (`sharp_dagster.cdc.capture.collector_db`). Spelled out here, not imported from the model, so that this
 revision keeps meaning the same schema; a test compares the two. Created only when missing, like 0001 and 0002.
 """
 

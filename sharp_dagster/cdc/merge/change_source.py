@@ -1,0 +1,86 @@
+"""Which changes an ODS merge folds for one day (`day_changes`): the one place that chooses between the landing's
+typed images and the raw binlog rows.
+
+The rule, for every day: the changes come from the landing's typed images (`image_tables.py`: the merge parses no
+JSON) when those hold every change of the day that the raw binlog table holds (its rows counted from partition
+metadata: `raw_counts_by_day`) and every value of its type (no `cast_errors`); else from the raw binlog rows,
+which the merge types by the state's own columns.
+
+A day whose images are off takes the raw rows and says so in the log. A range batch merges its days one after the
+other (`ods_stage.py`), each day taking its own source by this rule.
+
+Plain arguments (the warehouse's store, the raw table, the source database and table names), as `merge_day` takes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sharp_dagster.cdc.landing.image_tables import read_typed_images
+from sharp_dagster.cdc.merge.fold import TABLE_EVENTS_AGGREGATE, DayEvents, day_events
+from sharp_dagster.spark.checkpoint import checkpoint
+from sharp_dagster.spark.iceberg import IcebergTables
+from sharp_dagster.spark.tables import TableRef
+
+log = logging.getLogger(__name__)
+
+MISFITS = "count_if(cast_errors IS NOT NULL)"  # typed image rows with a value that did not fit its type
+
+
+def images_whole(typed_rows: int, misfits: int, raw_rows: int) -> bool:
+    """Do a day's typed images hold its every change (as many rows as the raw binlog), each value of its type?
+
+    >>> images_whole(10, 0, 10), images_whole(9, 0, 10), images_whole(10, 1, 10)
+    (True, False, False)
+    """
+    return typed_rows == raw_rows and not misfits
+
+
+def day_changes(
+    store: IcebergTables, raw: TableRef, database: str, table: str, day: str
+) -> tuple[DataFrame, int, DayEvents]:
+    """The day's changes of `database.table`, checkpointed, how many, and its table-level events (truncates, DDL;
+    counted and collected in one scan), from the source the rule of this module picks for the day."""
+    typed = read_typed_images(store, database, table, day)
+    if typed is not None:
+        typed = checkpoint(typed)
+        typed_rows, misfits, events = typed.selectExpr("count(*)", MISFITS, TABLE_EVENTS_AGGREGATE).first()
+        raw_rows = raw_counts_by_day(store, raw, table, [day])[day]
+        if images_whole(typed_rows, misfits, raw_rows):
+            return typed, typed_rows, day_events(events)
+        # Images the landing could not type by its images table's types (a value that does not fit) are merged
+        # from their JSON, typed by the state's own columns; a value that fits those neither stops the merge.
+        log.warning(
+            "%s.%s [%s]: %d typed image rows (%d with values not of their type) for %d raw binlog rows: "
+            "merging the raw rows",
+            database,
+            table,
+            day,
+            typed_rows,
+            misfits,
+            raw_rows,
+        )
+    rows = checkpoint(_raw_rows(store, raw, table, [day]))
+    count, events = rows.selectExpr("count(*)", TABLE_EVENTS_AGGREGATE).first()
+    return rows, count, day_events(events)
+
+
+def raw_counts_by_day(store: IcebergTables, raw: TableRef, table: str, days: Sequence[str]) -> dict[str, int]:
+    """The raw binlog rows of `table` on each of `days`, from the raw table's partition metadata (no data read:
+    the landing only appends whole files, so the data files' record counts are its rows)."""
+    cols = raw.partition_cols
+    at_table, at_day = cols.index("table_name"), cols.index("dt")
+    wanted = set(days)
+    out = dict.fromkeys(days, 0)
+    for values, rows in store.partition_counts(raw).items():
+        if values[at_table] == table and values[at_day] in wanted:
+            out[values[at_day]] += rows
+    return out
+
+
+def _raw_rows(store: IcebergTables, raw: TableRef, table: str, days: Sequence[str]) -> DataFrame:
+    return store.spark.table(store.name(raw)).where((F.col("table_name") == table) & F.col("dt").isin(*days))

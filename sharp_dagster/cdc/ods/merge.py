@@ -1,0 +1,511 @@
+"""A day's merge into the current-state ODS layout (`ods_versions`): only the rows the day's changes produce, plus
+deletes of the rows they replace, written merge-on-read on a staging branch.
+
+`day_rows` is `merge.merge_day` restricted to the keys the day touches: the day is folded as `merge_day` folds it
+(`merge._delta`), the state rows of those keys are found by one look at the state (keys, position, deleted flag,
+and the columns partial images of the day lack; the day's keys broadcast), the state's other columns are read only
+for the rows whose values the result keeps (a replayed older event), and each key's row after the day is
+`merge_result.finalize` of the two, the function `merge_day` ends with. So `merge_day(state, day)` is exactly the
+state's untouched rows plus `day_rows` (a test holds them to it). A day with a truncate, or a DDL that gives
+existing rows a default, changes rows it never names: then every state row is a touched row.
+
+`merge_into` writes those rows onto a branch of both tables (merge-on-read: the replaced rows get deletion vectors,
+the new rows are appended): to `ods.<table>` a `DELETE FROM` of the rows it holds of the touched keys (the held
+keys broadcast past a key-only scan of the state; which keys it holds: what `day_rows`' look found) and one append
+of every live row of the day; to `ods_state.<table>` the keys the day deleted (with the delete's position), and
+the keys it brought back removed from there (its source: only the rows that can change `ods_state`). Nothing of
+the untouched state is rewritten, and the state is never shuffled.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from sharp_dagster.cdc.merge.fold import (
+    BROADCAST_MAX_ROWS,
+    DayEvents,
+    _delta,
+    _stats_columns,
+    build_plan,
+    conform_base,
+    key_condition,
+    key_stats,
+    table_events,
+)
+from sharp_dagster.cdc.merge.plan import MergePlan, delta_key_names
+from sharp_dagster.cdc.merge.result import DELETED_COLUMN, SEQ_COLUMN, SEQ_TYPE
+from sharp_dagster.cdc.merge.result import finalize as _finalize
+from sharp_dagster.cdc.ods import store as ods_store
+from sharp_dagster.cdc.ods.versions import day_tag, ods_ref, tombstones_ref
+from sharp_dagster.failpoints import failpoint
+from sharp_dagster.spark.checkpoint import checkpoint
+from sharp_dagster.spark.commit_properties import with_snapshot_properties
+from sharp_dagster.spark.iceberg import IcebergTables
+
+# The columns of `DayRows.flagged` that say the state held the key as a live row (so `ods.<table>` holds it), or
+# as a tombstone (so `ods_state.<table>` holds it).
+HELD = "__held"
+DEAD = "__dead"
+
+
+@dataclass(frozen=True)
+class DayRows:
+    """The rows of the keys a day touches after it (`merge_day`'s columns, checkpointed) and the merge's shape."""
+
+    rows: DataFrame
+    plan: MergePlan
+    null_key: bool  # a key column holds a null: the writes match keys null-safely
+    # `rows` plus `HELD` and `DEAD`: what the key-only look at the state found, kept so that the writes need no
+    # second look at which keys `ods` or `ods_state` holds.
+    flagged: DataFrame
+    count: int  # rows (one per key the day touches; every state row when the day touches them all)
+    # `count` within `day_rows`' `broadcast_max_rows`, the bound its look used for the day's keys (the same number
+    # unless the day touches every row): the writes broadcast by this answer, not by a bound of their own.
+    small: bool
+
+
+@dataclass(frozen=True)
+class DayFacts:
+    """What the writes and the state look need to know of the folded day: one job over it."""
+
+    keys: int
+    null_key: bool  # a key column holds a null
+    lacking: list[str]  # the value columns some key of the day has no setter of (a partial image lacks them)
+    oldest_setter: dict[str, object]  # per value column, the oldest position of the day's last setters of it
+
+
+@dataclass(frozen=True)
+class StagedDay:
+    """A day merged onto a branch: the branch's head on (`ods.<table>`, `ods_state.<table>`) and what it wrote."""
+
+    day: str
+    heads: tuple[int, int]
+    changed: int  # keys the day touched (rows written to either table)
+
+
+def tombstone_columns(plan: MergePlan) -> list[str]:
+    """What a tombstone keeps besides its position: the key, and the shard column (truncates are scoped by it)."""
+    extra = [plan.shard] if plan.shard and not plan.shard_in_key else []
+    return [*plan.keys, *extra]
+
+
+def day_rows(
+    base: DataFrame | None,
+    changes: DataFrame,
+    key_columns: Sequence[str],
+    *,
+    shard_column: str | None = None,
+    events: DayEvents | None = None,
+    columns: Sequence[tuple[str, str]] | None = None,
+    broadcast_max_rows: int = BROADCAST_MAX_ROWS,
+) -> DayRows:
+    """The row after the day of every key it touches, as `merge.merge_day(base, changes, ...)` gives it (tombstones
+    included): that result is `base`'s rows of the other keys plus these."""
+    events = events if events is not None else table_events(changes)
+    plan = build_plan(base, changes, key_columns, columns, shard_column, events)
+    delta = checkpoint(_delta(changes, plan))
+    facts = _day_facts(delta, plan)
+    null_key = facts.null_key
+    if base is None:
+        nothing = [F.lit(False).alias(HELD), F.lit(False).alias(DEAD)]
+        flagged = delta.select(*_finalize(plan, False, True), *nothing)
+        return _day_rows(flagged, plan, null_key, broadcast_max_rows)
+    state = conform_base(base, plan)
+    if plan.truncates or plan.defaults:  # the day changes rows it never names: every state row is touched
+        joined = state.join(delta, key_condition(plan), "full_outer")
+    else:
+        small = facts.keys <= broadcast_max_rows
+        touched = _touched_state(state, delta, plan, facts, small)
+        # The state's rows of the day's keys (at most one per key) broadcast past the day: only the fold shuffles.
+        joined = (F.broadcast(touched) if small else touched).join(
+            delta, key_condition(plan, null_key), "right"
+        )
+    # The state side's `_is_deleted` (null where the state has no row of the key) says which table holds it.
+    held = F.coalesce(~F.col(DELETED_COLUMN), F.lit(False)).alias(HELD)
+    dead = F.coalesce(F.col(DELETED_COLUMN), F.lit(False)).alias(DEAD)
+    flagged = joined.select(*_finalize(plan, True, None), held, dead)
+    return _day_rows(flagged, plan, null_key, broadcast_max_rows)
+
+
+def _day_rows(flagged: DataFrame, plan: MergePlan, null_key: bool, broadcast_max_rows: int) -> DayRows:
+    flagged = checkpoint(flagged)
+    count = flagged.count()  # the day's key count, or the state's size when the day touches every row
+    return DayRows(flagged.drop(HELD, DEAD), plan, null_key, flagged, count, count <= broadcast_max_rows)
+
+
+def _day_facts(delta: DataFrame, plan: MergePlan) -> DayFacts:
+    """The folded day's key count, null key, lacking columns and oldest setters, in one job over it."""
+    per_column = []
+    for j in range(len(plan.values)):
+        setter = F.col(f"__c{j}")
+        per_column += [F.max(setter.isNull()).alias(f"l{j}"), F.min(setter["s"]).alias(f"o{j}")]
+    row = delta.agg(*_stats_columns(plan), *per_column).first()
+    values = list(enumerate(c for c, _ in plan.values))
+    return DayFacts(
+        *key_stats(row),
+        [c for j, c in values if row[f"l{j}"]],
+        {c: row[f"o{j}"] for j, c in values},
+    )
+
+
+def _touched_state(
+    state: DataFrame, delta: DataFrame, plan: MergePlan, facts: DayFacts, small: bool
+) -> DataFrame:
+    """The state's rows of the day's keys, with the values `finalize` takes from them.
+
+    One look at the state (keys, shard, position, deleted flag, and the value columns some key of the day has no
+    setter of: the columns partial images lack), semi-joined against the day's keys. A value of the state row is
+    used only when no event of the day newer than it sets the column (a partial image, a replayed older event), so
+    a day of full images reads no value column of the state: the look stays key-only and its cost grows with the
+    state's key column alone. Only a replayed event that leaves a column to the state which the look did not
+    read costs a second read, of those columns, for those rows' keys; whether one can is first told by positions
+    alone (`_replayed`). Where the look read a value `finalize` does not use, it does not change the result.
+    """
+    # A plain equi-join probes a faster hash table; without a null key in the day it is the same join.
+    on = key_condition(plan, facts.null_key)
+    hint = F.broadcast if small else (lambda df: df)
+    read = facts.lacking
+    day_keys = delta.select(*delta_key_names(plan))
+    found = checkpoint(state.select(*_state_cols(plan, read)).join(hint(day_keys), on, "left_semi"))
+    plain = found.select(*_state_cols(plan, read, fill=True))
+    unread = [(j, c) for j, (c, _) in enumerate(plan.values) if c not in read]
+    if not unread or not _replayed(found, [facts.oldest_setter[c] for _, c in unread]):
+        return plain
+    wanted = [f"__n{j}" for j, _ in unread]
+    needs = _needs(plan)
+    marked = (
+        hint(found.select(*_state_cols(plan, [])))
+        .join(delta, on, "inner")
+        .select(*delta_key_names(plan), *[n.alias(f"__n{j}") for j, n in enumerate(needs)])
+    )
+    marked = checkpoint(marked.where(" OR ".join(f"`{w}`" for w in wanted)))
+    used = marked.agg(*[F.max(w).alias(w) for w in wanted]).first() if not marked.isEmpty() else None
+    more = [c for j, c in unread if used and used[f"__n{j}"]]
+    if not more:
+        return plain
+    columns = [*read, *more]
+    needy = marked.select(*delta_key_names(plan))
+    full = state.select(*_state_cols(plan, columns)).join(hint(needy), on, "left_semi")
+    return full.select(*_state_cols(plan, columns, fill=True)).unionByName(
+        plain.join(hint(needy), on, "left_anti")
+    )
+
+
+def _replayed(found: DataFrame, oldest: Sequence[object]) -> bool:
+    """Can a live state row be as new as a day's last setter of a column (`oldest`: per column, the oldest)? Only
+    then can `finalize` take a state value the look did not read: every key of the day sets these columns, and a
+    setter newer than the state's row wins. One small job over the found rows' positions."""
+    newest = found.where(~F.col(DELETED_COLUMN)).agg(F.max(F.col(SEQ_COLUMN).cast(SEQ_TYPE))).first()[0]
+    known = [o for o in oldest if o is not None]
+    return newest is not None and (len(known) < len(oldest) or min(known) <= newest)
+
+
+def _state_cols(plan: MergePlan, values: Sequence[str], fill: bool = False) -> list:
+    """The state's key, shard, position, deleted flag and `values` columns; with `fill`, every column of the
+    state in `conform_base`'s order, the others typed nulls."""
+    kept = {c.lower() for c in [*plan.keys, *([plan.shard] if plan.shard else []), *values]}
+    out = []
+    for name, typ in plan.columns:
+        if name.lower() in kept:
+            out.append(F.col(f"`{name}`"))
+        elif fill:
+            out.append(F.lit(None).cast(typ).alias(name))
+    return [*out, F.col(SEQ_COLUMN), F.col(DELETED_COLUMN)]
+
+
+def _needs(plan: MergePlan) -> list[Column]:
+    """Per value column, on a state row joined with its key's fold: does `finalize` take the state's value? Yes
+    for a live row when no event of the day newer than it set the column."""
+    base_seq = F.col(SEQ_COLUMN).cast(SEQ_TYPE)
+    out = []
+    for j in range(len(plan.values)):
+        setter = F.col(f"__c{j}")["s"]
+        newer = setter.isNotNull() & (base_seq.isNull() | (setter > base_seq))
+        out.append(~F.col(DELETED_COLUMN) & ~newer)
+    return out
+
+
+def merge_into(
+    store: IcebergTables,
+    table: str,
+    day: str,
+    branch: str,
+    changes: DataFrame,
+    key_columns: Sequence[str],
+    *,
+    shard_column: str | None = None,
+    events: DayEvents | None = None,
+    columns: Sequence[tuple[str, str]] | None = None,
+    properties: Mapping[str, str] | None = None,
+) -> StagedDay:
+    """Merge day `day`'s changes into the state on `branch` (cut at the previous day's tag: `ods_store.cut`) and
+    write the result there, every commit carrying `properties` (the attempt's: `wap.snapshot_properties`). Without
+    the tables yet (a table's first day with no bootstrap) they are created from the day's columns and the branch
+    cut at their empty `main`."""
+    fresh = not ods_store.exists(store, table)
+    base = None if fresh else _state_before(store, table, branch, day)
+    merged = day_rows(base, changes, key_columns, shard_column=shard_column, events=events, columns=columns)
+    plan = merged.plan
+    if fresh:
+        ods_store.create_tables(store, table, plan.columns, tombstone_columns(plan))
+        for ref in ods_store.both(table):
+            store._commit_refs(ref, lambda t: t.manageSnapshots().createBranch(branch))
+    _evolve(store, table, plan, day)
+    with _temp_view(merged.flagged) as view:
+        with_snapshot_properties(
+            store.spark, properties, _write, store, table, branch, view, plan, merged.null_key, merged.small
+        )
+    heads = tuple(ods_store.ref_snapshot(store, ref, branch) for ref in ods_store.both(table))
+    return StagedDay(day, heads, merged.count)
+
+
+# A table property per column a day's ALTER added: the day it was added (`sharp.column-since.<column>`).
+COLUMN_SINCE = "sharp.column-since."
+
+
+def _state_before(store: IcebergTables, table: str, branch: str, day: str) -> DataFrame:
+    """The state on `branch` as day `day` starts from it, with the columns it had then. A branch reads with the
+    table's schema, which holds every column added since (a re-run of an earlier day: its later days' ALTERs were
+    applied already); those are left out, so that the day that adds one adds it again, with its default for the
+    rows from before it."""
+    state = ods_store.state_at(store, table, branch)
+    props = store._table(ods_ref(table)).properties()
+    since = {
+        str(k)[len(COLUMN_SINCE) :]: str(props.get(k))
+        for k in props.keySet()
+        if str(k).startswith(COLUMN_SINCE)
+    }
+    later = [c for c in state.columns if since.get(c.lower(), "") >= day]
+    return state.drop(*later) if later else state
+
+
+def _evolve(store: IcebergTables, table: str, plan: MergePlan, day: str) -> None:
+    """The columns the day adds (its ALTER TABLE ... ADD) added to `ods.<table>`, each with the day it was added
+    (`COLUMN_SINCE`); a changed type widened."""
+    name = store.name(ods_ref(table))
+    current = {f.name.lower(): f.dataType.simpleString() for f in store.spark.table(name).schema}
+    for column, typ in plan.columns:
+        if column.lower() not in current:
+            store.spark.sql(f"ALTER TABLE {name} ADD COLUMN `{column}` {typ}")
+            store.spark.sql(
+                f"ALTER TABLE {name} SET TBLPROPERTIES ('{COLUMN_SINCE}{column.lower()}' = '{day}')"
+            )
+        elif current[column.lower()] != typ:
+            store.spark.sql(f"ALTER TABLE {name} ALTER COLUMN `{column}` TYPE {typ}")
+    store._refresh(ods_ref(table))
+
+
+def _write(
+    store: IcebergTables, table: str, branch: str, view: str, plan: MergePlan, null_key: bool, small: bool
+) -> None:
+    """The touched keys' rows on the branch: `ods.<table>` gets their live rows, `ods_state.<table>` their
+    tombstones. `view` holds `DayRows.flagged`: which keys each table holds is what the state look of `day_rows`
+    found, so neither is looked at again. `ods`: the rows it holds of those keys deleted, then the day's live rows
+    appended (`_replace`); rows too many to broadcast (not `DayRows.small`) take one `MERGE INTO` with an insert
+    clause (an outer join: both sides shuffled). `ods_state`: one `MERGE INTO` from the key, position and deleted
+    flag of the rows it can change: the day's tombstones and the keys it holds (`DEAD`), a small source whatever
+    the day's size."""
+    eq = "<=>" if null_key else "="  # a plain equi-join probes a faster hash table
+    on = " AND ".join(f"t.`{k}` {eq} s.`{k}`" for k in plan.keys)
+    live_cols = [c for c, _ in plan.columns] + [SEQ_COLUMN]
+    dead_cols = [*tombstone_columns(plan), SEQ_COLUMN]
+    deleted = f"s.`{DELETED_COLUMN}`"
+    ods, dead = (f"{store.name(ref)}.`branch_{branch}`" for ref in (ods_ref(table), tombstones_ref(table)))
+    if not small:
+        matched = f"WHEN MATCHED AND {deleted} THEN DELETE WHEN MATCHED THEN UPDATE SET {_assign(live_cols)} "
+        inserted = f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT {_insert(live_cols)}"
+        store.spark.sql(f"MERGE INTO {ods} t USING {view} s ON {on} {matched}{inserted}")
+    else:
+        _replace(store.spark, ods, store.spark.table(view), plan.keys, null_key, live_cols)
+    source = (
+        f"(SELECT {_names([*dead_cols, DELETED_COLUMN])} FROM {view} WHERE `{DELETED_COLUMN}` OR `{DEAD}`)"
+    )
+    store.spark.sql(
+        f"MERGE INTO {dead} t USING {source} s ON {on} "
+        f"WHEN MATCHED AND NOT {deleted} THEN DELETE "
+        f"WHEN MATCHED THEN UPDATE SET t.`{SEQ_COLUMN}` = s.`{SEQ_COLUMN}` "
+        f"WHEN NOT MATCHED AND {deleted} THEN INSERT {_insert(dead_cols)}"
+    )
+    for ref in ods_store.both(table):
+        store._refresh(ref)
+
+
+def _replace(
+    spark: SparkSession, ods: str, flagged: DataFrame, keys: Sequence[str], null_key: bool, columns: list[str]
+) -> None:
+    """`ods`' rows of the held keys deleted, then every live row of the day appended: a `DELETE FROM` (a
+    broadcast semi join past a key-only scan, merge-on-read: deletion vectors) and one `INSERT INTO`. Not a
+    `MERGE INTO`: that shuffles the matched rows by row id for its cardinality check (pointless: the day has
+    one row per key) and carries the v3 row-lineage columns. An empty step commits nothing."""
+    held = flagged.where(F.col(HELD)).select(*[F.col(f"`{k}`") for k in keys]).cache()
+    try:
+        if held.count():
+            # Broadcast by its size (a cached frame's statistics are its real size once computed), whatever the
+            # session's threshold: the semi join then never shuffles the state.
+            size = int(held._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+            with _temp_view(held) as source, _broadcast_up_to(spark, size):
+                spark.sql(f"DELETE FROM {ods} t WHERE {_held_condition(source, keys, null_key)}")
+    finally:
+        held.unpersist()
+    live = flagged.where(~F.col(DELETED_COLUMN))
+    if not live.isEmpty():
+        with _temp_view(live) as source:
+            names = _names(columns)  # by name: an added column sits after `_binlog_seq` in the table
+            spark.sql(f"INSERT INTO {ods} ({names}) SELECT {names} FROM {source}")
+
+
+def _held_condition(source: str, keys: Sequence[str], null_key: bool) -> str:
+    """`ods`' rows whose key is in `source`: an IN (multi-column for a composite key); with a null in a key
+    column, a correlated EXISTS matching null-safely (`<=>`), since IN never matches a null."""
+    if null_key:
+        on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
+        return f"EXISTS (SELECT 1 FROM {source} s WHERE {on})"
+    target = ", ".join(f"t.`{k}`" for k in keys)
+    target = target if len(keys) == 1 else f"({target})"
+    return f"{target} IN (SELECT {_names(keys)} FROM {source})"
+
+
+@contextmanager
+def _broadcast_up_to(spark: SparkSession, size: int) -> Iterator[None]:
+    """Spark broadcasts a join side of up to `size` bytes (by its statistics) while in this block."""
+    key = "spark.sql.autoBroadcastJoinThreshold"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, str(size + 1))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
+@contextmanager
+def _temp_view(df: DataFrame) -> Iterator[str]:
+    name = f"__ods_day_{uuid.uuid4().hex}"
+    df.createOrReplaceTempView(name)
+    try:
+        yield name
+    finally:
+        df.sparkSession.catalog.dropTempView(name)
+
+
+def _names(columns: Sequence[str]) -> str:
+    return ", ".join(f"`{c}`" for c in columns)
+
+
+def _assign(columns: Sequence[str]) -> str:
+    return ", ".join(f"t.`{c}` = s.`{c}`" for c in columns)
+
+
+def _insert(columns: Sequence[str]) -> str:
+    names = ", ".join(f"`{c}`" for c in columns)
+    return f"({names}) VALUES ({', '.join(f's.`{c}`' for c in columns)})"
+
+
+def write_state(
+    store: IcebergTables,
+    table: str,
+    day: str,
+    state: DataFrame,
+    key_columns: Sequence[str],
+    shard_column: str | None = None,
+    properties: Mapping[str, str] | None = None,
+) -> int:
+    """Publish `state` (a bootstrap snapshot from `merge.initial_state`, or a migrated day: `merge_day`'s columns)
+    as day `day`, the first of the days merged after it: its live rows to `ods.<table>`, its tombstones to
+    `ods_state.<table>`, both tagged `day`, the commits carrying `properties` (the attempt's). A bootstrap taken
+    again (`cdc bootstrap --force`) replaces the state on `main` (and `day`'s tag) when no later day is published;
+    with later days it is refused (their states were merged from the old snapshot: roll the table back first).
+    Returns the live rows written."""
+    later = [d for d in ods_store.published_days(store, table) if d > day_tag(day)]
+    if later:
+        raise ValueError(
+            f"ods.{table} has published days after {day} ({', '.join(later)}): a new starting state of {day} "
+            f"would leave them merged from the old one; roll ods.{table} back to {day} first"
+        )
+    columns = [
+        (f.name, f.dataType.simpleString())
+        for f in state.schema
+        if f.name not in (SEQ_COLUMN, DELETED_COLUMN)
+    ]
+    shard = shard_column if shard_column and shard_column not in key_columns else None
+    dead_cols = [*key_columns, *([shard] if shard else [])]
+    ods_store.create_tables(store, table, columns, dead_cols)
+    rows = checkpoint(state)
+    live = rows.where(~F.col(DELETED_COLUMN)).drop(DELETED_COLUMN)
+    dead = rows.where(F.col(DELETED_COLUMN)).select(*[F.col(f"`{c}`") for c in dead_cols], SEQ_COLUMN)
+    heads = []
+    for ref, df in ((ods_ref(table), live), (tombstones_ref(table), dead)):
+        # The whole state: a bootstrap taken again replaces what `main` held.
+        with_snapshot_properties(store.spark, properties, df.writeTo(store.name(ref)).overwrite, F.lit(True))
+        store._refresh(ref)
+        heads.append(ods_store.ref_snapshot(store, ref, "main"))
+    tag = day_tag(day)
+    for ref, head in zip(ods_store.both(table), heads, strict=True):
+
+        def retag(t, head=head):
+            manage = t.manageSnapshots()
+            return manage.replaceTag(tag, head) if t.refs().containsKey(tag) else manage.createTag(tag, head)
+
+        store._commit_refs(ref, retag)
+        store._refresh(ref)
+    return live.count()
+
+
+def predecessor(store: IcebergTables, table: str, day: str) -> str:
+    """The published day a merge of `day` starts from: the calendar day before it, which must be tagged."""
+    before = (date.fromisoformat(day_tag(day)) - timedelta(days=1)).isoformat()
+    if before not in ods_store.published_days(store, table):
+        raise LookupError(f"ods.{table}: no published state of {before} (its tag) to merge {day} onto")
+    return before
+
+
+def stage_days(
+    store: IcebergTables,
+    table: str,
+    branch: str,
+    days: Sequence[str],
+    changes_of: Callable[[str], tuple[DataFrame, DayEvents | None]],
+    key_columns: Sequence[str],
+    shard_column: str | None = None,
+    properties: Mapping[str, Mapping[str, str]] | None = None,
+) -> tuple[list[StagedDay], int | None]:
+    """Merge `days` (consecutive, oldest first) one after the other on `branch`, cut at the tag of the day before
+    the first: a new day, a range, or a re-run of day D with every later published day after it. `changes_of(day)`
+    gives a day's changes and events; `properties[day]` what the day's commits carry (the attempt that merges
+    it). Returns the staged days and the `main` head `publish_days` fences on."""
+    expected_main = ods_store.cut(store, table, branch, predecessor(store, table, days[0]))
+    # The branch is cut, no day is merged onto it yet: where the fault tests kill a run mid-write.
+    failpoint("mid_write")
+    staged = []
+    for day in days:
+        changes, events = changes_of(day)
+        staged.append(
+            merge_into(
+                store,
+                table,
+                day,
+                branch,
+                changes,
+                key_columns,
+                shard_column=shard_column,
+                events=events,
+                properties=(properties or {}).get(day),
+            )
+        )
+    return staged, expected_main
+
+
+def publish(
+    store: IcebergTables, table: str, branch: str, staged: Sequence[StagedDay], expected_main: int | None
+) -> int:
+    """Publish staged days: fence on `main`, move it to the branch, tag every day (`ods_store.publish_days`)."""
+    return ods_store.publish_days(store, table, branch, {s.day: s.heads for s in staged}, expected_main)
