@@ -154,7 +154,7 @@ def test_init_bootstrap_then_the_pipeline_reproduces_the_source(
         "UPDATE orders SET order_status = 'shipped', order_id = 3, updated_at = NOW() WHERE order_id = 2",
         "DELETE FROM user_info_3 WHERE user_id = 7",
     )
-    collector = cdc.capture.collector(
+    collector = cdc.collector(
         source, start=position["gtid"], clock=SimulatedClock(day + dt.timedelta(days=1, minutes=30))
     )
     assert collector.run(once=True).row_changes == 11

@@ -55,8 +55,8 @@ def test_row_changes_ddl_and_truncate_over_shards(cdc):
         "INSERT INTO user_info_1 VALUES (4, 'dan', 4.00, 'd@x.org')",
         "TRUNCATE TABLE user_info_2",
     )
-    source = cdc.source.config(db)
-    stats = cdc.capture.collector(source).run(once=True)
+    source = cdc.config(db)
+    stats = cdc.collector(source).run(once=True)
     assert stats.stopped_by == "eof"
 
     msgs = cdc.changes(f"binlog.{db}")
@@ -141,7 +141,7 @@ def test_values_travel_as_canonical_strings(cdc):
         "'2024-01-02 08:04:05.678', '2024-02-29', '-01:02:03.5', 2024, x'00ff10', x'cafe', 'héllo', 'b', 'z,x', "
         '\'{"b": 1, "a": [1, 2]}\', NULL)',
     )
-    cdc.capture.collector(cdc.source.config(db)).run(once=True)
+    cdc.collector(cdc.config(db)).run(once=True)
     (msg,) = [m for m in cdc.changes(f"binlog.{db}") if m["type"] == "INSERT"]
     assert msg["data"][0] == {
         "id": "18446744073709551615",
@@ -189,14 +189,14 @@ def test_replay_from_an_earlier_commit_repeats_changes_with_the_same_identity(cd
             super().save(state)
 
     first_topic, second_topic = f"binlog.{db}.first", f"binlog.{db}.second"
-    cdc.capture.collector(
-        cdc.source.config(db, topic=first_topic), Recording(cdc.tmp_path / "a.json"), flush_max_messages=4
+    cdc.collector(
+        cdc.config(db, topic=first_topic), Recording(cdc.tmp_path / "a.json"), flush_max_messages=4
     ).run(once=True)
     assert len(saved) >= 5, "the first run should have saved several commits"
     middle = saved[len(saved) // 2]
     replay_store = FileStateStore(cdc.tmp_path / "b.json")
     replay_store.save(middle)
-    cdc.capture.collector(cdc.source.config(db, topic=second_topic), replay_store).run(once=True)
+    cdc.collector(cdc.config(db, topic=second_topic), replay_store).run(once=True)
 
     def comparable(m: dict) -> dict:
         return {k: v for k, v in m.items() if k not in ("id", "ts")}  # per-run counter and send time
@@ -207,7 +207,7 @@ def test_replay_from_an_earlier_commit_repeats_changes_with_the_same_identity(cd
     assert [comparable(m) for m in replay] == [comparable(m) for m in after_middle]
 
     # ... so the raw rows they become share their event_uid, and the merge can drop the repeats.
-    rules = cdc.source.config(db).databases[0].shard_rules
+    rules = cdc.config(db).databases[0].shard_rules
 
     def uid(m: dict) -> str:
         return parse_message(json.dumps(m).encode(), "t", 0, 0, rules)["event_uid"]
@@ -218,11 +218,11 @@ def test_replay_from_an_earlier_commit_repeats_changes_with_the_same_identity(cd
 def test_collector_refuses_a_wrong_flavor_and_an_unknown_start(cdc):
     db = cdc.new_database()
     cdc.sql(db, f"CREATE TABLE user_info_1 {TABLE_DDL}", "INSERT INTO user_info_1 VALUES (1, 'a', 1)")
-    mysql_flavored = dataclasses.replace(cdc.source.config(db), flavor="mysql")
+    mysql_flavored = dataclasses.replace(cdc.config(db), flavor="mysql")
     with pytest.raises(CollectorError, match="but the config says flavor 'mysql'"):
-        cdc.capture.collector(mysql_flavored).run(once=True)
+        cdc.collector(mysql_flavored).run(once=True)
     with pytest.raises(CollectorError, match="binlog stream from root@127.0.0.1"):
-        cdc.capture.collector(cdc.source.config(db), start="0-1-999999999").run(once=True)
+        cdc.collector(cdc.config(db), start="0-1-999999999").run(once=True)
     assert not (cdc.tmp_path / "state.json").exists()
 
 
@@ -236,19 +236,19 @@ def test_first_run_starts_where_asked(cdc):
     conn.close()
     cdc.sql(db, "INSERT INTO user_info_1 VALUES (2, 'after', 2)")
 
-    at_position = cdc.capture.collector(
-        cdc.source.config(db, topic=f"{db}.pos"), cdc.tmp_path / "p.json", start=f"{file_name}:{pos}"
+    at_position = cdc.collector(
+        cdc.config(db, topic=f"{db}.pos"), cdc.tmp_path / "p.json", start=f"{file_name}:{pos}"
     )
     at_position.run(once=True)
     assert [m["data"][0]["name"] for m in cdc.changes(f"{db}.pos")] == ["after"]
 
-    at_end = cdc.capture.collector(
-        cdc.source.config(db, topic=f"{db}.end"), cdc.tmp_path / "e.json", start="current"
+    at_end = cdc.collector(
+        cdc.config(db, topic=f"{db}.end"), cdc.tmp_path / "e.json", start="current"
     )
     stats = at_end.run(once=True)
     assert stats.row_changes == 0 and cdc.changes(f"{db}.end") == []
     with pytest.raises(CollectorError, match="start must be"):
-        cdc.capture.collector(cdc.source.config(db), start="yesterday")
+        cdc.collector(cdc.config(db), start="yesterday")
 
 
 class _HostClockAhead:
@@ -287,7 +287,7 @@ def test_caught_up_heartbeat_uses_the_source_servers_clock(cdc, monkeypatch):
     before = server_now_ms(cdc)
     # No checkpoint before the end: a checkpoint heartbeat (the last commit's time) comes whenever a commit is read
     # more than flush_interval_s after the run began, which under load it was (4 heartbeats, not 2).
-    cdc.capture.collector(cdc.source.config(db), flush_interval_s=3600).run(once=True)
+    cdc.collector(cdc.config(db), flush_interval_s=3600).run(once=True)
     after = server_now_ms(cdc)
     times = heartbeat_times(cdc, f"binlog.{db}")
     assert len(times) == 2  # one per partition
@@ -305,11 +305,11 @@ def test_without_a_source_clock_the_heartbeat_stays_at_the_last_commit(cdc):
     )
     # Replication stopped on a replica source: the clock cannot tell how far the binlog has got. (No checkpoint
     # before the end, whose heartbeat would carry CREATE DATABASE's real-clock commit: see the test above.)
-    cdc.capture.collector(cdc.source.config(db), clock=lambda: None, flush_interval_s=3600).run(once=True)
+    cdc.collector(cdc.config(db), clock=lambda: None, flush_interval_s=3600).run(once=True)
     assert heartbeat_times(cdc, f"binlog.{db}") == [commit_s * 1000] * 2
     # A clock behind the events already read never moves the watermark back.
-    behind = cdc.capture.collector(
-        cdc.source.config(db, topic=f"{db}.behind"),
+    behind = cdc.collector(
+        cdc.config(db, topic=f"{db}.behind"),
         cdc.tmp_path / "b.json",
         clock=lambda: 0,
         flush_interval_s=3600,

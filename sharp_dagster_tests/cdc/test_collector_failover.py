@@ -42,7 +42,7 @@ def test_collector_fails_over_to_a_replica_by_gtid(cdc, tmp_path, spark, table_s
             "CREATE TABLE user_info_1 (id INT PRIMARY KEY, v INT)",
             *(f"INSERT INTO user_info_1 VALUES ({i}, {i})" for i in range(1, 6)),
         )
-        source = cdc.source.config(db)
+        source = cdc.config(db)
         url = f"sqlite:///{tmp_path / 'log.db'}"
         options = dict(start=cdc.start_gtid, flush_interval_s=0.0)
         Collector(cdc.mysql, cdc.kafka, source, DbStateStore(url, source.source_id), **options).run(once=True)

@@ -50,12 +50,12 @@ def test_transactions_spanning_midnight_land_in_their_commit_hour(cdc, spark, ta
             f"SET timestamp = {at(0, 7, day=1)}",
             "COMMIT",
         )
-        source = cdc.source.config(db, partitions=2, lateness=LATENESS)
+        source = cdc.config(db, partitions=2, lateness=LATENESS)
         topic, rules = f"binlog.{db}", source.databases[0].shard_rules
         landing = Landing(spark, table_store, cdc, topic, rules, db)
 
         # The source's clock at 00:20 on D+1, the transaction that began at 23:50 still open.
-        first = cdc.capture.collector(
+        first = cdc.collector(
             source, start=start, clock=lambda: at(0, 20, day=1) * 1000, flush_interval_s=0
         )
         first.run(once=True)
@@ -81,7 +81,7 @@ def test_transactions_spanning_midnight_land_in_their_commit_hour(cdc, spark, ta
                 cur.execute(sql)
     finally:
         long_open.close()
-    cdc.capture.collector(source, clock=lambda: at(1, 40, day=1) * 1000).run(once=True)
+    cdc.collector(source, clock=lambda: at(1, 40, day=1) * 1000).run(once=True)
     landing.run()
     # Hour 01 of D+1, where the transaction committed, is not done (01:40 < 02:15); hour 23 of D was.
     assert "01" not in hours_done(table_store.warehouse_dir, db, "2024-03-02")

@@ -43,7 +43,7 @@ def test_land_collector_output_exactly_once_even_when_relanded_or_replayed(cdc, 
         "ALTER TABLE user_info_2 ADD COLUMN note TEXT",
         "TRUNCATE TABLE user_info_1",
     )
-    source = cdc.source.config(db)
+    source = cdc.config(db)
     saved: list[CollectorState] = []
 
     class Recording(FileStateStore):
@@ -52,7 +52,7 @@ def test_land_collector_output_exactly_once_even_when_relanded_or_replayed(cdc, 
             super().save(state)
 
     state_path = cdc.tmp_path / "state.json"
-    cdc.capture.collector(source, Recording(state_path), flush_max_messages=1).run(once=True)
+    cdc.collector(source, Recording(state_path), flush_max_messages=1).run(once=True)
     topic, rules = f"binlog.{db}", source.databases[0].shard_rules
     records = cdc.read_topic(topic)
     changes = [r for r in records if r["value"]["type"] != "HEARTBEAT"]
@@ -111,7 +111,7 @@ def test_land_collector_output_exactly_once_even_when_relanded_or_replayed(cdc, 
     # The collector restarts from an earlier commit (repeats) and picks up a new change: only the new one lands.
     FileStateStore(state_path).save(saved[len(saved) // 2])
     cdc.sql(db, "INSERT INTO user_info_2 VALUES (4, 'd', 'new')")
-    cdc.capture.collector(source, FileStateStore(state_path)).run(once=True)
+    cdc.collector(source, FileStateStore(state_path)).run(once=True)
     replay = land(
         spark,
         table_store,
@@ -290,8 +290,8 @@ def test_cli_land_keeps_offsets_and_watermarks_between_runs(cdc, spark, table_st
 
     db = cdc.new_database()
     cdc.sql(db, "CREATE TABLE user_info_1 (id INT PRIMARY KEY)", "INSERT INTO user_info_1 VALUES (1), (2)")
-    source = cdc.source.config(db)
-    cdc.capture.collector(source).run(once=True)
+    source = cdc.config(db)
+    cdc.collector(source).run(once=True)
     config = cdc.tmp_path / "source.yaml"
     config.write_text(
         yaml.safe_dump(

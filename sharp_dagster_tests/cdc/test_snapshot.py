@@ -61,8 +61,8 @@ def test_snapshot_reads_all_shards_stamped_before_later_changes(cdc, spark):
     assert utc[("user_info_2", 1)] == dt.datetime(2024, 6, 30, 23, 0, 0)
 
     # Changes before the position sort below the stamp, changes after it above.
-    cdc.capture.collector(cdc.source.config(db)).run(once=True)
-    rules = cdc.source.config(db).databases[0].shard_rules
+    cdc.collector(cdc.config(db)).run(once=True)
+    rules = cdc.config(db).databases[0].shard_rules
     seqs = {
         (m["type"], m["table"], (m["data"] or [{}])[0].get("name")): parse_message(
             json.dumps(m).encode(), "t", 0, 0, rules
