@@ -242,9 +242,7 @@ def test_first_run_starts_where_asked(cdc):
     at_position.run(once=True)
     assert [m["data"][0]["name"] for m in cdc.changes(f"{db}.pos")] == ["after"]
 
-    at_end = cdc.collector(
-        cdc.config(db, topic=f"{db}.end"), cdc.tmp_path / "e.json", start="current"
-    )
+    at_end = cdc.collector(cdc.config(db, topic=f"{db}.end"), cdc.tmp_path / "e.json", start="current")
     stats = at_end.run(once=True)
     assert stats.row_changes == 0 and cdc.changes(f"{db}.end") == []
     with pytest.raises(CollectorError, match="start must be"):

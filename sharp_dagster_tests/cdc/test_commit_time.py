@@ -55,9 +55,7 @@ def test_transactions_spanning_midnight_land_in_their_commit_hour(cdc, spark, ta
         landing = Landing(spark, table_store, cdc, topic, rules, db)
 
         # The source's clock at 00:20 on D+1, the transaction that began at 23:50 still open.
-        first = cdc.collector(
-            source, start=start, clock=lambda: at(0, 20, day=1) * 1000, flush_interval_s=0
-        )
+        first = cdc.collector(source, start=start, clock=lambda: at(0, 20, day=1) * 1000, flush_interval_s=0)
         first.run(once=True)
         marked = landing.run()
         assert ("2024-03-01", "23") in marked and len(
