@@ -203,7 +203,7 @@ def current_v3(ds, suffix: str = "v3") -> TableRef:
     for key, value in PROPS.items():
         writer = writer.tableProperty(key, value)
     writer.create()
-    table = store._table(ref)
+    table = store.java_table(ref)
     table.manageSnapshots().createTag(day_tag(bm.PREVIOUS), table.currentSnapshot().snapshotId()).commit()
     return ref
 
@@ -259,7 +259,7 @@ def reads(ds, v3: TableRef, clock, repeat: int) -> dict:
     store, spark = ds.store, ds.spark
     bm.run_copy(ds)  # the `dt` partition read below (`time_day` writes it too, when it runs)
     bm.run_merge_into(ds, v3)  # the day merged, kept this time, and tagged
-    table = store._table(v3)
+    table = store.java_table(v3)
     table.manageSnapshots().createTag(day_tag(bm.DAY), table.currentSnapshot().snapshotId()).commit()
     sources = {
         "dt_partition": f"(SELECT * FROM {store.name(ds.copy)} WHERE dt = '{bm.DAY}')",
@@ -359,7 +359,7 @@ def storage_after_days(
         )
         spark.sql(f"DELETE FROM {name} WHERE {pick}")
         changed.writeTo(name).append()
-        table = store._table(v3)
+        table = store.java_table(v3)
         tag = (bm.date.fromisoformat(bm.DAY) + bm.timedelta(days=d - 1)).isoformat()
         table.manageSnapshots().createTag(day_tag(tag), table.currentSnapshot().snapshotId()).commit()
         if daily:
@@ -369,7 +369,7 @@ def storage_after_days(
             c = kept.compaction
             rewrites.append([c.get(f"data_{k}", 0) for k in REWRITE_COUNTS])
             compactions += bool(kept.compaction.get("data_rewritten_data_files_count"))
-    store._refresh(v3)
+    store.refresh(v3)
     out = {"days": days, "rows_changed_per_day_share": round(1 / share, 4), "one_copy_bytes": one_copy}
     if daily:
         out["daily_upkeep"] = {

@@ -174,10 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         parts = PartTimer(
             tables,
             {
-                "_commit_refs": "ref_commit",  # branch cut in stage, cherry-pick + branch drop in publish
+                "commit_refs": "ref_commit",  # branch cut in stage, cherry-pick + branch drop in publish
                 "ensure_table": "exists_check",
-                "_refresh": "refresh",
-                "_table": "table_load",
+                "refresh": "refresh",
+                "java_table": "table_load",
             },
         )
         first_day = date(2024, 1, 1)

@@ -11,9 +11,9 @@ Nothing here imports Dagster. The table API is reached through Py4J (`Spark3Util
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -24,11 +24,13 @@ from sharp_dagster.spark.tables import MissingPartitionError, TableRef, partitio
 from sharp_dagster.spark.wap import WriteAuditPublish
 from sharp_dagster.spark.wap_range import RangeStage
 
+T = TypeVar("T")
+
 
 class IcebergTables(RangeStage, WriteAuditPublish, SnapshotHistory):
     """Stages, audits, publishes and undoes partitions of Iceberg tables in one catalog of one SparkSession."""
 
-    _counts_memo: dict[str, dict[tuple[str, ...], int]] | None = None
+    _counts_memo: dict[str, Any] | None = None
 
     @contextmanager
     def counts_read_once(self) -> Iterator[None]:
@@ -40,6 +42,16 @@ class IcebergTables(RangeStage, WriteAuditPublish, SnapshotHistory):
             yield
         finally:
             self._counts_memo = None
+
+    def read_once(self, key: str, read: Callable[[], T]) -> T:
+        """`read()`; within `counts_read_once()`, its first answer for `key` again (what `cdc.ods.read` reads of an
+        ODS table's tags goes through it)."""
+        memo = self._counts_memo
+        if memo is None:
+            return read()
+        if key not in memo:
+            memo[key] = read()
+        return memo[key]
 
     def list_partitions(self, ref: TableRef) -> list[dict[str, str]]:
         """Partitions of `main` that hold rows, sorted by their values."""
@@ -54,7 +66,7 @@ class IcebergTables(RangeStage, WriteAuditPublish, SnapshotHistory):
             return memo[ref.qualified]
         if not self.exists(ref):
             return {}
-        self._refresh(ref)
+        self.refresh(ref)
         cols = ", ".join(f"partition.`{c}` AS `{c}`" for c in ref.partition_cols)
         rows = self.spark.sql(
             f"SELECT {cols}, record_count FROM {self.name(ref)}.partitions WHERE record_count > 0"

@@ -66,8 +66,10 @@ class IcebergBase:
     def _branch_table(self, ref: TableRef, branch: str) -> str:
         return f"{self.name(ref)}.`branch_{branch}`"
 
-    def _table(self, ref: TableRef) -> Any:
-        """The Java `org.apache.iceberg.Table`, freshly loaded (its metadata is current)."""
+    def java_table(self, ref: TableRef) -> Any:
+        """The Java `org.apache.iceberg.Table` of `ref`, freshly loaded (its metadata is current): what reads of
+        its references, snapshots, schemas and properties go through (`spark/refs.py`). `LookupError` when there is
+        no such table."""
         try:
             return self._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
                 self.spark._jsparkSession, self.name(ref)
@@ -78,14 +80,15 @@ class IcebergBase:
                 raise LookupError(f"no Iceberg table {self.name(ref)}") from exc
             raise
 
-    def _refresh(self, ref: TableRef) -> None:
-        # Spark caches loaded tables per session; a commit through the Java API (or another process) is seen after
-        # a refresh.
+    def refresh(self, ref: TableRef) -> None:
+        """Let this session's SQL and DataFrame reads of `ref` see its newest metadata: Spark caches loaded tables
+        per session, so a commit through the Java API (or by another process) is seen only after a refresh."""
         self.spark.catalog.refreshTable(self.name(ref))
 
-    def _commit_refs(self, ref: TableRef, build: Callable[[Any], Any]) -> Any:
+    def commit_refs(self, ref: TableRef, build: Callable[[Any], Any]) -> Any:
         """Commit a snapshot-reference change built by `build(table)` on freshly loaded metadata, retrying when
-        another writer committed first.
+        another writer committed first: the one way references change (`spark/refs.py` speaks in branches and tags
+        over it; `build` gets the Java table and returns its `manageSnapshots()` with every change of the commit).
 
         Iceberg's `ManageSnapshots` does not retry by itself after a concurrent commit (its operations keep the
         metadata they were built on and fail with "Table metadata refresh is required"), so each attempt reloads
@@ -93,7 +96,7 @@ class IcebergBase:
         Returns the table, whose metadata includes the commit.
         """
         for attempt in range(COMMIT_ATTEMPTS):
-            table = self._table(ref)
+            table = self.java_table(ref)
             if attempt:
                 table.refresh()  # the session's catalog may cache the table: read the catalog's pointer again
             pending = build(table)
@@ -168,12 +171,12 @@ class IcebergBase:
         if not self.exists(ref):
             return False
         if refresh:
-            self._refresh(ref)
+            self.refresh(ref)
         return True
 
     def drop_table(self, ref: TableRef) -> None:
         self.spark.sql(f"DROP TABLE IF EXISTS {self.name(ref)} PURGE")
 
     def current_snapshot_id(self, ref: TableRef) -> int | None:
-        current = self._table(ref).currentSnapshot()
+        current = self.java_table(ref).currentSnapshot()
         return int(current.snapshotId()) if current is not None else None

@@ -16,12 +16,12 @@ class SnapshotHistory(IcebergBase):
         """`main`'s snapshots, oldest first: id, parent, time, operation, whether current, and the `sharp.*`
         summary properties (a cherry-picked publish takes them from the staged snapshot it copies)."""
         name = self.name(ref)
-        self._refresh(ref)
+        self.refresh(ref)
         snaps = {
             r.snapshot_id: r
             for r in self.spark.sql(f"SELECT snapshot_id, operation, summary FROM {name}.snapshots").collect()
         }
-        current = self._table(ref).currentSnapshot()
+        current = self.java_table(ref).currentSnapshot()
         current_id = int(current.snapshotId()) if current is not None else None
         out = []
         for row in self.spark.sql(
@@ -56,7 +56,7 @@ class SnapshotHistory(IcebergBase):
         With `expected_head`, refuse (`StalePublishError`) when `main` is no longer at that snapshot: the caller
         decided what to undo from the history it read, and a publish made since would be undone unnoticed.
         """
-        table = self._table(ref)
+        table = self.java_table(ref)
         previous = self.current_snapshot_id(ref)
         if table.snapshot(int(snapshot_id)) is None:
             raise LookupError(f"{self.name(ref)} has no snapshot {snapshot_id}")
@@ -72,7 +72,7 @@ class SnapshotHistory(IcebergBase):
             return t.manageSnapshots().rollbackTo(int(snapshot_id))
 
         try:
-            self._commit_refs(ref, roll)
+            self.commit_refs(ref, roll)
         except StalePublishError:
             raise
         except Exception as exc:
@@ -81,5 +81,5 @@ class SnapshotHistory(IcebergBase):
                     f"{self.name(ref)}: snapshot {snapshot_id} is not an ancestor of main"
                 ) from None
             raise
-        self._refresh(ref)
+        self.refresh(ref)
         return previous

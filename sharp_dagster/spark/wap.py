@@ -33,6 +33,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sharp_dagster.failpoints import failpoint
+from sharp_dagster.spark import refs
 from sharp_dagster.spark.iceberg_base import MULTI_PARTITION_WRITE, IcebergBase, java_error
 from sharp_dagster.spark.tables import TableRef, partition_label
 
@@ -160,14 +161,14 @@ class WriteAuditPublish(IcebergBase):
         data = self._in_table_order(ref, data)
         base_id = self._cut(ref, branch)
         failpoint("mid_write")  # the branch is cut, the rows are not yet committed to it
-        self._refresh(ref)
+        self.refresh(ref)
         writer = data.writeTo(self._branch_table(ref, branch)).option("mergeSchema", "true")
         for key, value in summary.items():
             writer = writer.option(f"snapshot-property.{key}", value)
         # Dynamic overwrite replaces exactly the partitions present in the rows (no extra Spark job to count them:
         # the snapshot summary has the count).
         writer.overwritePartitions()
-        table = self._table(ref)
+        table = self.java_table(ref)
         snapshot_id = int(table.refs().get(branch).snapshotId())
         # No rows: Spark commits nothing (the head is still the base) or an empty snapshot.
         rows = (
@@ -193,9 +194,7 @@ class WriteAuditPublish(IcebergBase):
         """An empty replacement has no rows to name its partition: cut the branch again and delete the partition
         on it by filter (publishable only as a fast-forward: Iceberg cherry-picks appends and dynamic overwrites).
         """
-        self._commit_refs(
-            ref, lambda table: table.manageSnapshots().removeBranch(branch).createBranch(branch)
-        )
+        self.commit_refs(ref, lambda table: table.manageSnapshots().removeBranch(branch).createBranch(branch))
         return self._delete_on_branch(ref, [values], branch, summary)
 
     def _cut(self, ref: TableRef, branch: str) -> int | None:
@@ -208,7 +207,7 @@ class WriteAuditPublish(IcebergBase):
                 manage = manage.removeBranch(branch)
             return manage.createBranch(branch)
 
-        base = self._commit_refs(ref, cut).refs().get(branch)
+        base = self.commit_refs(ref, cut).refs().get(branch)
         return int(base.snapshotId()) if base is not None else None
 
     def _delete_on_branch(
@@ -228,17 +227,17 @@ class WriteAuditPublish(IcebergBase):
                 eq = expressions.equal(col, values[col])
                 term = eq if term is None else getattr(expressions, "and")(term, eq)
             expr = term if expr is None else getattr(expressions, "or")(expr, term)
-        table = self._table(ref)
+        table = self.java_table(ref)
         delete = table.newDelete().deleteFromRowFilter(expr).toBranch(branch)
         for key, value in summary.items():
             delete = delete.set(key, value)
         delete.commit()
-        self._refresh(ref)
-        return int(self._table(ref).refs().get(branch).snapshotId())
+        self.refresh(ref)
+        return int(self.java_table(ref).refs().get(branch).snapshotId())
 
     def read_staged(self, staged: StagedPartition) -> DataFrame:
         """The staged partition's rows as readers will see them once published (read from the branch)."""
-        self._refresh(staged.ref)
+        self.refresh(staged.ref)
         return self.spark.table(self._branch_table(staged.ref, staged.branch)).where(
             self._condition(staged.ref, staged.values_dict)
         )
@@ -274,7 +273,7 @@ class WriteAuditPublish(IcebergBase):
         """Commit `pick` (it moves `main` onto staged data and drops the branch); Iceberg's refusals (the data
         changed since the cut, a repeated publish) become `StalePublishError`. Returns main's new snapshot id."""
         try:
-            self._commit_refs(ref, pick)
+            self.commit_refs(ref, pick)
         except StalePublishError:
             raise
         except Exception as exc:
@@ -282,8 +281,8 @@ class WriteAuditPublish(IcebergBase):
             if kind in _FENCE_ERRORS:
                 raise StalePublishError(f"cannot publish {where}: {message}") from None
             raise
-        self._refresh(ref)
-        return int(self._table(ref).currentSnapshot().snapshotId())
+        self.refresh(ref)
+        return int(self.java_table(ref).currentSnapshot().snapshotId())
 
     def discard(self, staged: StagedPartition) -> None:
         """Drop the staged branch (its files go when its snapshot is expired)."""
@@ -317,15 +316,15 @@ class WriteAuditPublish(IcebergBase):
         rows added. For append-only tables whose writer de-duplicates first (the raw binlog, the quarantine)."""
         summary = snapshot_properties(token or uuid.uuid4().hex, properties, ref)  # before the table is made
         self.ensure_table(ref, df)
-        self._refresh(ref)
+        self.refresh(ref)
         writer = self._in_table_order(ref, df).writeTo(self.name(ref)).option("mergeSchema", "true")
         writer = writer.options(**MULTI_PARTITION_WRITE)  # rows of many partitions: one file per partition
         for key, value in summary.items():
             writer = writer.option(f"snapshot-property.{key}", value)
         before = self.current_snapshot_id(ref)
         writer.append()
-        self._refresh(ref)
-        table = self._table(ref)
+        self.refresh(ref)
+        table = self.java_table(ref)
         head = table.currentSnapshot()
         if head is None or (before is not None and int(head.snapshotId()) == before):
             return 0
@@ -335,7 +334,7 @@ class WriteAuditPublish(IcebergBase):
         """Staging branches of the table and the commit time (epoch ms) of their head snapshot."""
         if not self.exists(ref):
             return {}
-        table = self._table(ref)
+        table = self.java_table(ref)
         out: dict[str, int] = {}
         for name in list(table.refs().keySet()):
             name = str(name)
@@ -363,14 +362,5 @@ class WriteAuditPublish(IcebergBase):
         return orphans
 
     def drop_branches(self, ref: TableRef, names: Iterable[str]) -> None:
-        names = list(names)
-
-        def drop(table: Any) -> Any:
-            manage = None
-            for name in names:
-                if table.refs().containsKey(name):
-                    manage = (manage or table.manageSnapshots()).removeBranch(name)
-            return manage
-
-        self._commit_refs(ref, drop)
-        self._refresh(ref)
+        """The named branches of `ref` removed in one commit (`refs.drop_branches`)."""
+        refs.drop_branches(self, ref, names)

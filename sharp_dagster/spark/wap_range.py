@@ -93,13 +93,13 @@ class RangeStage(WriteAuditPublish):
         data = self._in_table_order(ref, data)
         base_id = self._cut(ref, branch)
         failpoint("mid_write")
-        self._refresh(ref)
+        self.refresh(ref)
         writer = data.writeTo(self._branch_table(ref, branch)).option("mergeSchema", "true")
         writer = writer.options(**MULTI_PARTITION_WRITE)  # rows of many partitions: one file per partition
         for key, value in summary.items():
             writer = writer.option(f"snapshot-property.{key}", value)
         writer.overwritePartitions()
-        table = self._table(ref)
+        table = self.java_table(ref)
         head = int(table.refs().get(branch).snapshotId())
         written = head != base_id  # no rows at all: Spark may commit nothing
         counts = self._added_rows(table, head) if written else {}
@@ -136,7 +136,7 @@ class RangeStage(WriteAuditPublish):
 
     def read_staged_range(self, staged: StagedRange) -> tuple[DataFrame, list[DataFrame]]:
         """The staged rows of the whole range, and of each partition (`read_staged` of every part, one refresh)."""
-        self._refresh(staged.ref)
+        self.refresh(staged.ref)
         branch = self.spark.table(self._branch_table(staged.ref, staged.branch))
         parts = [branch.where(self._condition(staged.ref, p.values_dict)) for p in staged.parts]
         cond = None

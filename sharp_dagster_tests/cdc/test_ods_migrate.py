@@ -70,7 +70,7 @@ def test_each_day_becomes_a_tag_that_reads_back_its_partition(table_store):
     assert result.live_rows == 3 and result.tombstones == 1
     # `note` came on NOTE_DAY (the old table's first snapshot whose schema has it wrote that day): a re-run of
     # that day starts from a state without it and adds it again; the first day's columns carry no property.
-    props = store._table(TableRef("ods", "mig_orders")).properties()
+    props = store.java_table(TableRef("ods", "mig_orders")).properties()
     since = {str(k): str(props.get(k)) for k in props.keySet() if str(k).startswith(ods_merge.COLUMN_SINCE)}
     assert since == {f"{ods_merge.COLUMN_SINCE}note": NOTE_DAY} and result.column_since == {"note": NOTE_DAY}
     assert f"note on {NOTE_DAY}" in lines[0]

@@ -14,7 +14,7 @@ DAYS = ["2024-03-01", "2024-03-02", "2024-03-03", "2024-03-04", "2024-03-05"]
 
 
 def _tag(store, ref, name):
-    table = store._table(ref)
+    table = store.java_table(ref)
     table.manageSnapshots().createTag(name, table.currentSnapshot().snapshotId()).commit()
 
 
@@ -84,7 +84,7 @@ def test_upkeep_compacts_main_drops_old_tags_and_keeps_what_the_retention_keeps(
 def test_a_staged_day_is_not_compacted_under_and_its_branch_survives_expiry(table_store):
     store, spark = table_store, table_store.spark
     ref, expected = _five_days(store, "upkeep_staged")
-    table = store._table(ref)
+    table = store.java_table(ref)
     table.manageSnapshots().createBranch("stage_42", table.currentSnapshot().snapshotId()).commit()
     head = store.current_snapshot_id(ref)
 

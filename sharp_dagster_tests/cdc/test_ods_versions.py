@@ -135,7 +135,7 @@ def test_days_as_tags_agree_with_the_chain_of_merge_day(spark, table_store):
 
 
 def _snapshots(store):
-    table = store._table(ods_ref(TABLE))
+    table = store.java_table(ods_ref(TABLE))
     return sorted(table.snapshots(), key=lambda s: s.sequenceNumber())
 
 

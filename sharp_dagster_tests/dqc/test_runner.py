@@ -210,7 +210,7 @@ def _tag_first_day(store) -> None:
             else manage.createTag(PARTITION, first)
         )
 
-    store._commit_refs(ref, tag)
+    store.commit_refs(ref, tag)
 
 
 def _fluct_rule(**params):

@@ -171,7 +171,7 @@ def test_branch_and_metadata_reads_are_reads_of_the_base_table(store):
 def _create_tag(store, ref: TableRef, tag: str) -> None:
     """`ALTER TABLE <t> CREATE TAG `<tag>`` through the Iceberg table API that statement calls: the statement itself
     needs Iceberg's SQL extensions, static conf this session does not load (`spark.sql.extensions`)."""
-    store._commit_refs(ref, lambda t: t.manageSnapshots().createTag(tag, t.currentSnapshot().snapshotId()))
+    store.commit_refs(ref, lambda t: t.manageSnapshots().createTag(tag, t.currentSnapshot().snapshotId()))
 
 
 def test_time_travel_to_a_tag_is_a_read_of_the_table(store):

@@ -144,8 +144,8 @@ def test_an_ods_publish_is_fenced_when_main_moved_since_its_branch_was_cut(feed,
     publish, moved = ods_stage.StagedOds.publish, []
 
     def another_writer_first(staged, tables):
-        tables._table(ref).newFastAppend().commit()  # an empty commit of another writer: `main` moves
-        tables._refresh(ref)
+        tables.java_table(ref).newFastAppend().commit()  # an empty commit of another writer: `main` moves
+        tables.refresh(ref)
         moved.append(tables.current_snapshot_id(ref))
         return publish(staged, tables)
 

@@ -16,8 +16,8 @@ from sharp_dagster.spark.wap import snapshot_properties
 
 def _summary(store, ref: TableRef, name: str) -> dict[str, str]:
     """The `sharp.*` part of the summary of the snapshot at branch (or `main`) `name`."""
-    store._refresh(ref)
-    table = store._table(ref)
+    store.refresh(ref)
+    table = store.java_table(ref)
     summary = dict(table.snapshot(table.refs().get(name).snapshotId()).summary())
     return {str(k): str(v) for k, v in summary.items() if str(k).startswith("sharp.")}
 
@@ -29,7 +29,7 @@ def test_sql_commits_inside_carry_the_properties_and_no_other_thread_does(table_
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {store.catalog}.ods")
     spark.sql(f"CREATE TABLE {name} (id bigint, v string) USING iceberg")
     spark.sql(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b')")
-    store._commit_refs(ref, lambda t: t.manageSnapshots().createBranch("stage_props"))
+    store.commit_refs(ref, lambda t: t.manageSnapshots().createBranch("stage_props"))
     props = snapshot_properties("7", {"job_id": "job-7", "day": "2024-01-02"})
     other: dict[str, str] = {}
 

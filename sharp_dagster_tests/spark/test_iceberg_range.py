@@ -13,7 +13,7 @@ ice = test_iceberg.ice  # the fixture: a catalog of the test's own
 
 
 def _snapshots(ice) -> int:
-    return len(list(ice._table(REF).snapshots()))
+    return len(list(ice.java_table(REF).snapshots()))
 
 
 def test_a_range_is_one_write_one_commit_with_rows_per_partition(spark, ice):
@@ -45,7 +45,7 @@ def test_a_range_is_one_write_one_commit_with_rows_per_partition(spark, ice):
         "2024-01-05": (4, ("other",)),
     }
     assert _snapshots(ice) == before + 1, "one snapshot for the whole range"
-    summary = ice._table(REF).currentSnapshot().summary()
+    summary = ice.java_table(REF).currentSnapshot().summary()
     assert summary.get("sharp.token") == "t0,t1,t2" and summary.get("sharp.run_id") == "r1"
     assert "stage_range_test" not in ice.staged_branches(REF)
 
@@ -118,7 +118,7 @@ def test_a_property_key_that_is_not_plain_is_refused_before_any_write(spark, ice
         with pytest.raises(ValueError, match=r"ods\.orders: snapshot property key 'run id' is not plain"):
             write()
         assert _snapshots(ice) == before, name
-        assert [b for b in ice._table(REF).refs().keySet() if str(b) != "main"] == [], name
+        assert [b for b in ice.java_table(REF).refs().keySet() if str(b) != "main"] == [], name
     assert _content(ice) == {"2024-01-01": (2, ("old",))}
     # Nor is a table created for it.
     missing = TableRef("ods", "never_made")

@@ -30,7 +30,7 @@ def wh(spark, tmp_path_factory):
         )
         tables.write_partition(REF, {"dt": "2024-01-01"}, df, token="1")
         head = tables.current_snapshot_id(REF)  # a day's tag, as an ODS table keeps its days (issue 33)
-        tables._commit_refs(REF, lambda t: t.manageSnapshots().createTag("2024-01-01", head))
+        tables.commit_refs(REF, lambda t: t.manageSnapshots().createTag("2024-01-01", head))
         yield tables
 
 

@@ -298,6 +298,6 @@ def test_rollback_of_an_ods_table_goes_back_to_a_day(wh, capsys):
     # A day that changed nothing commits nothing: its tag is at the day before's snapshot, which names that
     # day's attempt, so the day names none (the job log's SUCCESS of it does).
     quiet = "2024-01-09"
-    tables._commit_refs(TableRef("ods", "orders"), lambda t: t.manageSnapshots().createTag(quiet, days[DAY1]))
+    tables.commit_refs(TableRef("ods", "orders"), lambda t: t.manageSnapshots().createTag(quiet, days[DAY1]))
     named = {d["day"]: d["properties"].get("job_id") for d in day_snapshots(tables, "orders")}
     assert named == {BOOT: f"job-{BOOT}", quiet: None}

@@ -1,7 +1,7 @@
 """The merge's actions: one row per (key, event) of the day's changes, read from their typed images, with each
 column's value and whether the event sets it (`actions`); a key-changing update also tombstones its old key.
 
-`merge._delta` folds them per key. Their Columns depend only on the plan
+`fold.fold_per_key` folds them per key. Their Columns depend only on the plan
 (`merge_plan.MergePlan`) and the images' fields, and are built once per shape (`action_steps`, memoized by
 `spark.column_cache`). Each step stays a small projection, so that the generated code of a stage stays under the
 JVM's size limit for JIT compilation (8000 bytes).

@@ -151,7 +151,7 @@ def latest_changes(
     truncate only shows on the keys of the day.
     """
     plan = build_plan(None, changes, key_columns, columns, shard_column, events)
-    delta = _delta(changes, plan)
+    delta = fold_per_key(changes, plan)
     return delta.select(*_finalize(plan, False, True))
 
 
@@ -185,7 +185,7 @@ def merge_day(
     if strategy not in ("auto", "broadcast", "shuffle"):
         raise ValueError(f"unknown merge strategy {strategy!r}: use 'auto', 'broadcast' or 'shuffle'")
     plan = build_plan(base, changes, key_columns, columns, shard_column, events)
-    delta = _delta(changes, plan)
+    delta = fold_per_key(changes, plan)
     if base is None:
         return delta.select(*_finalize(plan, False, True))
     state = conform_base(base, plan)
@@ -321,7 +321,7 @@ def _conform_columns(plan: MergePlan, base_columns: tuple[str, ...]) -> list[Col
     return [*cols, F.col(SEQ_COLUMN).cast(SEQ_TYPE).alias(SEQ_COLUMN), deleted.alias(DELETED_COLUMN)]
 
 
-def _delta(changes: DataFrame, plan: MergePlan) -> DataFrame:
+def fold_per_key(changes: DataFrame, plan: MergePlan) -> DataFrame:
     """Fold the day per key: its latest event, and for each column the latest event that set it.
 
     A full image sets every column and a partial update the columns it carries, so the latest setter of a column
@@ -334,7 +334,7 @@ def _delta(changes: DataFrame, plan: MergePlan) -> DataFrame:
 
 @columns_per_jvm
 def fold_columns(plan: MergePlan) -> list[Column]:
-    """The aggregates of `_delta`: the key's latest event, and each column's latest setter (value, position)."""
+    """The aggregates of `fold_per_key`: the key's latest event, and each column's latest setter (value, position)."""
     order = F.struct("hi", "lo", "uid")
     last = [F.col("seq").alias("seq"), F.col("del").alias("del")]
     if plan.shard and not plan.shard_in_key:
@@ -360,16 +360,16 @@ def key_condition(plan: MergePlan, null_safe: bool = True) -> Column:
 
 def _delta_stats(delta: DataFrame, plan: MergePlan) -> tuple[int, bool]:
     """The number of keys in the delta and whether one of them holds a null."""
-    return key_stats(delta.agg(*_stats_columns(plan)).first())
+    return key_stats(delta.agg(*stats_columns(plan)).first())
 
 
 def key_stats(row: Row) -> tuple[int, bool]:
-    """`_stats_columns`' answer read from the row of an aggregation that holds them: (keys, a null key)."""
+    """`stats_columns`' answer read from the row of an aggregation that holds them: (keys, a null key)."""
     return int(row["n"]), bool(row["null_key"])
 
 
 @columns_per_jvm
-def _stats_columns(plan: MergePlan) -> list[Column]:
+def stats_columns(plan: MergePlan) -> list[Column]:
     any_null = None
     for name in delta_key_names(plan):
         term = F.col(name).isNull()

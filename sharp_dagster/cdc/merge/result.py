@@ -1,5 +1,5 @@
 """The merge's result row: the state's bookkeeping columns, and how a key's state row and its day's delta (the fold
-of `merge._delta`) combine into the key's row after the day (`finalize`).
+of `fold.fold_per_key`) combine into the key's row after the day (`finalize`).
 
 The state is the table's data columns plus `_binlog_seq` (the binlog position of the change that last touched the
 row) and `_is_deleted` (deleted keys stay as tombstones, so that a replayed older event cannot bring them back).

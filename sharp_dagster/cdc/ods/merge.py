@@ -2,14 +2,14 @@
 deletes of the rows they replace, written merge-on-read on a staging branch.
 
 `day_rows` is `merge.merge_day` restricted to the keys the day touches: the day is folded as `merge_day` folds it
-(`merge._delta`), the state rows of those keys are found by one look at the state (keys, position, deleted flag,
+(`fold.fold_per_key`), the state rows of those keys are found by one look at the state (keys, position, deleted flag,
 and the columns partial images of the day lack; the day's keys broadcast), the state's other columns are read only
 for the rows whose values the result keeps (a replayed older event), and each key's row after the day is
 `merge_result.finalize` of the two, the function `merge_day` ends with. So `merge_day(state, day)` is exactly the
 state's untouched rows plus `day_rows` (a test holds them to it). A day with a truncate, or a DDL that gives
 existing rows a default, changes rows it never names: then every state row is a touched row.
 
-`merge_into` writes those rows onto a branch of both tables (merge-on-read: the replaced rows get deletion vectors,
+`merge_into` writes those rows onto a branch of both tables (`write.write_rows`; merge-on-read: the replaced rows get deletion vectors,
 the new rows are appended): to `ods.<table>` a `DELETE FROM` of the rows it holds of the touched keys (the held
 keys broadcast past a key-only scan of the state; which keys it holds: what `day_rows`' look found) and one append
 of every live row of the day; to `ods_state.<table>` the keys the day deleted (with the delete's position), and
@@ -19,24 +19,22 @@ the untouched state is rewritten, and the state is never shuffled.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sharp_dagster.cdc.merge.fold import (
     BROADCAST_MAX_ROWS,
     DayEvents,
-    _delta,
-    _stats_columns,
     build_plan,
     conform_base,
+    fold_per_key,
     key_condition,
     key_stats,
+    stats_columns,
     table_events,
 )
 from sharp_dagster.cdc.merge.plan import MergePlan, delta_key_names
@@ -44,15 +42,12 @@ from sharp_dagster.cdc.merge.result import DELETED_COLUMN, SEQ_COLUMN, SEQ_TYPE
 from sharp_dagster.cdc.merge.result import finalize as _finalize
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.versions import day_tag, ods_ref, tombstones_ref
+from sharp_dagster.cdc.ods.write import DEAD, HELD, temp_view, tombstone_columns, write_rows
 from sharp_dagster.failpoints import failpoint
+from sharp_dagster.spark import refs
 from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.commit_properties import with_snapshot_properties
 from sharp_dagster.spark.iceberg import IcebergTables
-
-# The columns of `DayRows.flagged` that say the state held the key as a live row (so `ods.<table>` holds it), or
-# as a tombstone (so `ods_state.<table>` holds it).
-HELD = "__held"
-DEAD = "__dead"
 
 
 @dataclass(frozen=True)
@@ -90,12 +85,6 @@ class StagedDay:
     changed: int  # keys the day touched (rows written to either table)
 
 
-def tombstone_columns(plan: MergePlan) -> list[str]:
-    """What a tombstone keeps besides its position: the key, and the shard column (truncates are scoped by it)."""
-    extra = [plan.shard] if plan.shard and not plan.shard_in_key else []
-    return [*plan.keys, *extra]
-
-
 def day_rows(
     base: DataFrame | None,
     changes: DataFrame,
@@ -110,7 +99,7 @@ def day_rows(
     included): that result is `base`'s rows of the other keys plus these."""
     events = events if events is not None else table_events(changes)
     plan = build_plan(base, changes, key_columns, columns, shard_column, events)
-    delta = checkpoint(_delta(changes, plan))
+    delta = checkpoint(fold_per_key(changes, plan))
     facts = _day_facts(delta, plan)
     null_key = facts.null_key
     if base is None:
@@ -146,7 +135,7 @@ def _day_facts(delta: DataFrame, plan: MergePlan) -> DayFacts:
     for j in range(len(plan.values)):
         setter = F.col(f"__c{j}")
         per_column += [F.max(setter.isNull()).alias(f"l{j}"), F.min(setter["s"]).alias(f"o{j}")]
-    row = delta.agg(*_stats_columns(plan), *per_column).first()
+    row = delta.agg(*stats_columns(plan), *per_column).first()
     values = list(enumerate(c for c, _ in plan.values))
     return DayFacts(
         *key_stats(row),
@@ -256,11 +245,20 @@ def merge_into(
     if fresh:
         ods_store.create_tables(store, table, plan.columns, tombstone_columns(plan))
         for ref in ods_store.both(table):
-            store._commit_refs(ref, lambda t: t.manageSnapshots().createBranch(branch))
+            refs.cut_branch(store, ref, branch)
     _evolve(store, table, plan, day)
-    with _temp_view(merged.flagged) as view:
+    with temp_view(merged.flagged) as view:
         with_snapshot_properties(
-            store.spark, properties, _write, store, table, branch, view, plan, merged.null_key, merged.small
+            store.spark,
+            properties,
+            write_rows,
+            store,
+            table,
+            branch,
+            view,
+            plan,
+            merged.null_key,
+            merged.small,
         )
     heads = tuple(ods_store.ref_snapshot(store, ref, branch) for ref in ods_store.both(table))
     return StagedDay(day, heads, merged.count)
@@ -276,7 +274,7 @@ def _state_before(store: IcebergTables, table: str, branch: str, day: str) -> Da
     applied already); those are left out, so that the day that adds one adds it again, with its default for the
     rows from before it."""
     state = ods_store.state_at(store, table, branch)
-    props = store._table(ods_ref(table)).properties()
+    props = store.java_table(ods_ref(table)).properties()
     since = {
         str(k)[len(COLUMN_SINCE) :]: str(props.get(k))
         for k in props.keySet()
@@ -299,115 +297,7 @@ def _evolve(store: IcebergTables, table: str, plan: MergePlan, day: str) -> None
             )
         elif current[column.lower()] != typ:
             store.spark.sql(f"ALTER TABLE {name} ALTER COLUMN `{column}` TYPE {typ}")
-    store._refresh(ods_ref(table))
-
-
-def _write(
-    store: IcebergTables, table: str, branch: str, view: str, plan: MergePlan, null_key: bool, small: bool
-) -> None:
-    """The touched keys' rows on the branch: `ods.<table>` gets their live rows, `ods_state.<table>` their
-    tombstones. `view` holds `DayRows.flagged`: which keys each table holds is what the state look of `day_rows`
-    found, so neither is looked at again. `ods`: the rows it holds of those keys deleted, then the day's live rows
-    appended (`_replace`); rows too many to broadcast (not `DayRows.small`) take one `MERGE INTO` with an insert
-    clause (an outer join: both sides shuffled). `ods_state`: one `MERGE INTO` from the key, position and deleted
-    flag of the rows it can change: the day's tombstones and the keys it holds (`DEAD`), a small source whatever
-    the day's size."""
-    eq = "<=>" if null_key else "="  # a plain equi-join probes a faster hash table
-    on = " AND ".join(f"t.`{k}` {eq} s.`{k}`" for k in plan.keys)
-    live_cols = [c for c, _ in plan.columns] + [SEQ_COLUMN]
-    dead_cols = [*tombstone_columns(plan), SEQ_COLUMN]
-    deleted = f"s.`{DELETED_COLUMN}`"
-    ods, dead = (f"{store.name(ref)}.`branch_{branch}`" for ref in (ods_ref(table), tombstones_ref(table)))
-    if not small:
-        matched = f"WHEN MATCHED AND {deleted} THEN DELETE WHEN MATCHED THEN UPDATE SET {_assign(live_cols)} "
-        inserted = f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT {_insert(live_cols)}"
-        store.spark.sql(f"MERGE INTO {ods} t USING {view} s ON {on} {matched}{inserted}")
-    else:
-        _replace(store.spark, ods, store.spark.table(view), plan.keys, null_key, live_cols)
-    source = (
-        f"(SELECT {_names([*dead_cols, DELETED_COLUMN])} FROM {view} WHERE `{DELETED_COLUMN}` OR `{DEAD}`)"
-    )
-    store.spark.sql(
-        f"MERGE INTO {dead} t USING {source} s ON {on} "
-        f"WHEN MATCHED AND NOT {deleted} THEN DELETE "
-        f"WHEN MATCHED THEN UPDATE SET t.`{SEQ_COLUMN}` = s.`{SEQ_COLUMN}` "
-        f"WHEN NOT MATCHED AND {deleted} THEN INSERT {_insert(dead_cols)}"
-    )
-    for ref in ods_store.both(table):
-        store._refresh(ref)
-
-
-def _replace(
-    spark: SparkSession, ods: str, flagged: DataFrame, keys: Sequence[str], null_key: bool, columns: list[str]
-) -> None:
-    """`ods`' rows of the held keys deleted, then every live row of the day appended: a `DELETE FROM` (a
-    broadcast semi join past a key-only scan, merge-on-read: deletion vectors) and one `INSERT INTO`. Not a
-    `MERGE INTO`: that shuffles the matched rows by row id for its cardinality check (pointless: the day has
-    one row per key) and carries the v3 row-lineage columns. An empty step commits nothing."""
-    held = flagged.where(F.col(HELD)).select(*[F.col(f"`{k}`") for k in keys]).cache()
-    try:
-        if held.count():
-            # Broadcast by its size (a cached frame's statistics are its real size once computed), whatever the
-            # session's threshold: the semi join then never shuffles the state.
-            size = int(held._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
-            with _temp_view(held) as source, _broadcast_up_to(spark, size):
-                spark.sql(f"DELETE FROM {ods} t WHERE {_held_condition(source, keys, null_key)}")
-    finally:
-        held.unpersist()
-    live = flagged.where(~F.col(DELETED_COLUMN))
-    if not live.isEmpty():
-        with _temp_view(live) as source:
-            names = _names(columns)  # by name: an added column sits after `_binlog_seq` in the table
-            spark.sql(f"INSERT INTO {ods} ({names}) SELECT {names} FROM {source}")
-
-
-def _held_condition(source: str, keys: Sequence[str], null_key: bool) -> str:
-    """`ods`' rows whose key is in `source`: an IN (multi-column for a composite key); with a null in a key
-    column, a correlated EXISTS matching null-safely (`<=>`), since IN never matches a null."""
-    if null_key:
-        on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
-        return f"EXISTS (SELECT 1 FROM {source} s WHERE {on})"
-    target = ", ".join(f"t.`{k}`" for k in keys)
-    target = target if len(keys) == 1 else f"({target})"
-    return f"{target} IN (SELECT {_names(keys)} FROM {source})"
-
-
-@contextmanager
-def _broadcast_up_to(spark: SparkSession, size: int) -> Iterator[None]:
-    """Spark broadcasts a join side of up to `size` bytes (by its statistics) while in this block."""
-    key = "spark.sql.autoBroadcastJoinThreshold"
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, str(size + 1))
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
-
-
-@contextmanager
-def _temp_view(df: DataFrame) -> Iterator[str]:
-    name = f"__ods_day_{uuid.uuid4().hex}"
-    df.createOrReplaceTempView(name)
-    try:
-        yield name
-    finally:
-        df.sparkSession.catalog.dropTempView(name)
-
-
-def _names(columns: Sequence[str]) -> str:
-    return ", ".join(f"`{c}`" for c in columns)
-
-
-def _assign(columns: Sequence[str]) -> str:
-    return ", ".join(f"t.`{c}` = s.`{c}`" for c in columns)
-
-
-def _insert(columns: Sequence[str]) -> str:
-    names = ", ".join(f"`{c}`" for c in columns)
-    return f"({names}) VALUES ({', '.join(f's.`{c}`' for c in columns)})"
+    store.refresh(ods_ref(table))
 
 
 def write_state(
@@ -446,17 +336,10 @@ def write_state(
     for ref, df in ((ods_ref(table), live), (tombstones_ref(table), dead)):
         # The whole state: a bootstrap taken again replaces what `main` held.
         with_snapshot_properties(store.spark, properties, df.writeTo(store.name(ref)).overwrite, F.lit(True))
-        store._refresh(ref)
+        store.refresh(ref)
         heads.append(ods_store.ref_snapshot(store, ref, "main"))
-    tag = day_tag(day)
     for ref, head in zip(ods_store.both(table), heads, strict=True):
-
-        def retag(t, head=head):
-            manage = t.manageSnapshots()
-            return manage.replaceTag(tag, head) if t.refs().containsKey(tag) else manage.createTag(tag, head)
-
-        store._commit_refs(ref, retag)
-        store._refresh(ref)
+        refs.tag(store, ref, day_tag(day), head)
     return live.count()
 
 

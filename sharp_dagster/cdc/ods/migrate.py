@@ -41,7 +41,9 @@ from sharp_dagster.cdc.ods.versions import (
     day_tag,
     is_day_tag,
 )
+from sharp_dagster.spark import refs
 from sharp_dagster.spark.checkpoint import checkpoint
+from sharp_dagster.spark.java import jvm
 from sharp_dagster.spark.tables import TableRef
 
 NEW_SUFFIX = "__migrating"
@@ -105,9 +107,8 @@ def column_since(store, ref: TableRef, first_day: str) -> dict[str, str]:
     says nothing and the next one is asked). When the oldest snapshots were expired, the columns the oldest one
     kept already has are taken as there from the start: their day is unknown, and the merge then keeps them as it
     did before the migration."""
-    table = store._table(ref)
-    ids = store._jvm.org.apache.iceberg.util.SnapshotUtil.currentAncestorIds(table)  # newest first
-    ancestors = [table.snapshot(i) for i in list(ids)[::-1]]
+    table = store.java_table(ref)
+    ancestors = refs.main_ancestors(store, ref)
     schemas = table.schemas()
     since: dict[str, str] = {}
     if (
@@ -129,7 +130,7 @@ def _columns(schemas, snapshot) -> list[str]:
 
 def _days_written(store, table, snapshot) -> list[str]:
     """The `dt` values of the data files `snapshot` added."""
-    value = store._jvm.java.lang.Class.forName("java.lang.Object")
+    value = jvm(store.spark).java.lang.Class.forName("java.lang.Object")
     days = set()
     files = snapshot.addedDataFiles(table.io()).iterator()  # a Java Iterable: Py4J iterates only its iterator
     while files.hasNext():
@@ -141,10 +142,7 @@ def _days_written(store, table, snapshot) -> list[str]:
 
 
 def _tag_head(store, ref: TableRef, day: str) -> None:
-    store._refresh(ref)
-    store._commit_refs(
-        ref, lambda t: t.manageSnapshots().createTag(day_tag(day), t.currentSnapshot().snapshotId())
-    )
+    refs.tag(store, ref, day_tag(day))  # at `main`'s head
 
 
 def _create(
@@ -154,7 +152,7 @@ def _create(
     cols = ", ".join(f"`{c}` {t}" for c, t in schema)
     props = ", ".join(f"'{k}' = '{v}'" for k, v in {**ODS_TABLE_PROPERTIES, **(extra or {})}.items())
     store.spark.sql(f"CREATE TABLE {store.name(ref)} ({cols}) USING iceberg TBLPROPERTIES ({props})")
-    store._table(ref).newFastAppend().commit()  # an empty snapshot: a day with no rows still gets a tag
+    refs.empty_snapshot(store, ref)  # a day with no rows still gets a tag
 
 
 def _check_old_layout(store, state: TableRef, ods: TableRef, table: str) -> list[str]:
@@ -163,7 +161,7 @@ def _check_old_layout(store, state: TableRef, ods: TableRef, table: str) -> list
         raise MigrationRefused(f"{state.qualified} does not exist: no ODS table {table!r} to migrate")
     columns = store.spark.table(store.name(state)).columns
     if "dt" not in columns:
-        tags = [n for n in store._table(state).refs().keySet() if is_day_tag(str(n))]
+        tags = [n for n in refs.tags(store, state) if is_day_tag(n)]
         raise MigrationRefused(
             f"{state.qualified} is in the new layout already ({len(tags)} day tags, no dt column): nothing to migrate"
         )

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sharp_dagster.cdc.ods.versions import day_tag, is_day_tag, ods_ref
+from sharp_dagster.spark import refs
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import MissingPartitionError
 from sharp_dagster.spark.wap import sharp_properties
@@ -50,29 +51,24 @@ def live_rows(summary: Any) -> int | None:
 def day_counts(store: IcebergTables, table: str) -> dict[str, int]:
     """Published day -> live rows of `ods.<table>` at its tag (from the snapshot summaries). Within
     `store.counts_read_once()` the table's tags are read once (a range run reads the same days for every period)."""
-    memo = store._counts_memo
-    key = f"{ods_ref(table).qualified}@tags"
-    if memo is not None and key in memo:
-        return {k[0]: v for k, v in memo[key].items()}
+    return dict(store.read_once(f"{ods_ref(table).qualified}@tags", lambda: _day_counts(store, table)))
+
+
+def _day_counts(store: IcebergTables, table: str) -> dict[str, int]:
     ref = ods_ref(table)
     counts: dict[str, int] = {}
-    if store.exists(ref):
-        store._refresh(ref)
-        t = store._table(ref)
-        refs = t.refs()
-        for name in [str(n) for n in list(refs.keySet())]:
-            found = refs.get(name)
-            if not (is_day_tag(name) and found.isTag()):
-                continue
-            snapshot_id = int(found.snapshotId())
-            rows = live_rows(t.snapshot(snapshot_id).summary())
-            if rows is None:  # no totals in the summary: count the tag's rows
-                rows = store.spark.sql(
-                    f"SELECT count(*) AS n FROM {store.name(ref)} VERSION AS OF {snapshot_id}"
-                ).first()["n"]
-            counts[name] = int(rows)
-    if memo is not None:
-        memo[key] = {(d,): n for d, n in counts.items()}
+    if not store.exists(ref):
+        return counts
+    store.refresh(ref)
+    for name, snapshot in refs.tagged_snapshots(store, ref).items():
+        if not is_day_tag(name):
+            continue
+        rows = live_rows(snapshot.summary())
+        if rows is None:  # no totals in the summary: count the tag's rows
+            rows = store.spark.sql(
+                f"SELECT count(*) AS n FROM {store.name(ref)} VERSION AS OF {int(snapshot.snapshotId())}"
+            ).first()["n"]
+        counts[name] = int(rows)
     return counts
 
 
@@ -117,17 +113,12 @@ def day_snapshots(store: IcebergTables, table: str) -> list[dict[str, Any]]:
     the snapshot is the day's own), and whether `main` is at it. What `table history` shows and `table rollback`
     records of an ODS table."""
     ref = ods_ref(table)
-    store._refresh(ref)
-    t = store._table(ref)
-    refs = t.refs()
-    main = t.currentSnapshot()
-    main_id = int(main.snapshotId()) if main is not None else None
+    store.refresh(ref)
+    main_id = refs.ref_snapshot(store, ref, refs.MAIN)
     out = []
-    for name in sorted(str(n) for n in list(refs.keySet())):
-        found = refs.get(name)
-        if not (is_day_tag(name) and found.isTag()):
+    for name, snapshot in refs.tagged_snapshots(store, ref).items():
+        if not is_day_tag(name):
             continue
-        snapshot = t.snapshot(found.snapshotId())
         summary = {str(k): str(v) for k, v in dict(snapshot.summary()).items()}
         props = sharp_properties(summary)
         if props.get("day", name) != name:
@@ -137,10 +128,10 @@ def day_snapshots(store: IcebergTables, table: str) -> list[dict[str, Any]]:
         out.append(
             {
                 "day": name,
-                "snapshot_id": int(found.snapshotId()),
+                "snapshot_id": int(snapshot.snapshotId()),
                 "committed_ms": int(snapshot.timestampMillis()),
                 "rows": live_rows(summary),
-                "is_main": int(found.snapshotId()) == main_id,
+                "is_main": int(snapshot.snapshotId()) == main_id,
                 "properties": props,
             }
         )
@@ -153,4 +144,4 @@ def is_day_tagged(store: IcebergTables, database: str, name: str) -> bool:
     ref = ods_ref(name)
     if database != ref.database or not store.exists(ref):
         return False
-    return bool(store._table(ref).spec().isUnpartitioned())
+    return bool(store.java_table(ref).spec().isUnpartitioned())

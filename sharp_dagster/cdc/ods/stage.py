@@ -160,7 +160,7 @@ def stage(
 def _live_rows(store: IcebergTables, table: str, snapshot: int) -> int:
     """The live rows of a staged day: from its snapshot's summary (`ods_read.live_rows`), counted when it does
     not say."""
-    found = live_rows(store._table(ods_ref(table)).snapshot(snapshot).summary())
+    found = live_rows(store.java_table(ods_ref(table)).snapshot(snapshot).summary())
     if found is not None:
         return found
     return store.spark.sql(f"SELECT * FROM {store.name(ods_ref(table))} VERSION AS OF {snapshot}").count()

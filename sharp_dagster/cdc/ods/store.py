@@ -3,21 +3,22 @@ branch at the previous day's tag, read a day (a tag) or a staged day (a branch) 
 staged days (fence, move `main`, tag each day) and roll `main` back to a day.
 
 Both tables (`ods.<table>`: live rows; `ods_state.<table>`: tombstones) move together: a staging branch of the same
-name on each, the same day tags. Every reference change goes through `IcebergBase._commit_refs` (retried when
-another writer committed first); nothing here imports Dagster.
+name on each, the same day tags. Every reference change is one of `spark/refs.py`'s (one commit per table, retried
+when another writer committed first); nothing here imports Dagster.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sharp_dagster.cdc.merge.result import DELETED_COLUMN, SEQ_COLUMN, SEQ_TYPE
 from sharp_dagster.cdc.ods.versions import ODS_TABLE_PROPERTIES, day_tag, is_day_tag, ods_ref, tombstones_ref
+from sharp_dagster.spark import refs
 from sharp_dagster.spark.iceberg import IcebergTables
+from sharp_dagster.spark.refs import RefChanges
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.spark.wap import StalePublishError
 
@@ -41,8 +42,7 @@ def create_tables(
         schema = ", ".join(f"`{c}` {t}" for c, t in cols)
         props = ", ".join(f"'{k}' = '{v}'" for k, v in ODS_TABLE_PROPERTIES.items())
         store.spark.sql(f"CREATE TABLE {store.name(ref)} ({schema}) USING iceberg TBLPROPERTIES ({props})")
-        store._table(ref).newFastAppend().commit()  # an empty snapshot: the first day's tag needs one
-        store._refresh(ref)
+        refs.empty_snapshot(store, ref)  # the first day's tag needs a snapshot
 
 
 def exists(store: IcebergTables, table: str) -> bool:
@@ -51,16 +51,14 @@ def exists(store: IcebergTables, table: str) -> bool:
 
 def ref_snapshot(store: IcebergTables, ref: TableRef, name: str) -> int | None:
     """The snapshot a branch or tag (or `main`) of `ref` points at, None when it has no such reference."""
-    found = store._table(ref).refs().get(name)
-    return int(found.snapshotId()) if found is not None else None
+    return refs.ref_snapshot(store, ref, name)
 
 
 def published_days(store: IcebergTables, table: str) -> list[str]:
     """The days `ods.<table>` has a tag for, oldest first."""
     if not exists(store, table):
         return []
-    refs = store._table(ods_ref(table)).refs()
-    return sorted(str(n) for n in list(refs.keySet()) if is_day_tag(str(n)) and refs.get(n).isTag())
+    return [name for name in refs.tags(store, ods_ref(table)) if is_day_tag(name)]
 
 
 def cut(store: IcebergTables, table: str, branch: str, day: str) -> int:
@@ -68,18 +66,11 @@ def cut(store: IcebergTables, table: str, branch: str, day: str) -> int:
     (what `publish_days` fences on)."""
     tag = day_tag(day)
     for ref in both(table):
-
-        def build(t: Any, ref: TableRef = ref) -> Any:
-            at = t.refs().get(tag)
-            if at is None:
-                raise LookupError(f"{ref.qualified} has no tag {tag!r}: day {day} was never published")
-            manage = t.manageSnapshots()
-            if t.refs().containsKey(branch):
-                manage = manage.removeBranch(branch)
-            return manage.createBranch(branch, at.snapshotId())
-
-        store._commit_refs(ref, build)
-        store._refresh(ref)
+        refs.change(
+            store,
+            ref,
+            lambda c: c.cut_branch(branch, c.require(tag, f"day {day} was never published", "tag")),
+        )
     return ref_snapshot(store, ods_ref(table), "main")
 
 
@@ -125,41 +116,21 @@ def publish_days(
     for index, ref in ((1, tombstones_ref(table)), (0, ods_ref(table))):
         fenced = ref == ods_ref(table)
 
-        def build(t: Any, ref: TableRef = ref, index: int = index, fenced: bool = fenced) -> Any:
-            head = t.refs().get(branch)
-            if head is None:
+        def build(c: RefChanges, ref: TableRef = ref, index: int = index, fenced: bool = fenced) -> None:
+            if not c.has(branch):
                 raise StalePublishError(f"cannot publish {ref.qualified} {days}: branch {branch} is gone")
-            main = t.currentSnapshot()
-            main_id = int(main.snapshotId()) if main is not None else None
-            if fenced and main_id != expected_main:
+            if fenced and c.main() != expected_main:
                 raise StalePublishError(
                     f"cannot publish {ref.qualified} {days}: main moved since branch {branch} was cut "
-                    f"({expected_main} -> {main_id})"
+                    f"({expected_main} -> {c.main()})"
                 )
-            manage = t.manageSnapshots()
-            if main_id is not None and _is_ancestor(t, main_id, int(head.snapshotId())):
-                manage = manage.fastForwardBranch("main", branch)
-            else:
-                manage = manage.replaceBranch("main", head.snapshotId())
+            c.move_main(branch)
             for day in days:
-                tag, snapshot = day_tag(day), heads[day][index]
-                exists_ = t.refs().containsKey(tag)
-                manage = manage.replaceTag(tag, snapshot) if exists_ else manage.createTag(tag, snapshot)
-            return manage.removeBranch(branch)
+                c.tag(day_tag(day), heads[day][index])
+            c.drop_branch(branch)
 
-        store._commit_refs(ref, build)
-        store._refresh(ref)
+        refs.change(store, ref, build)
     return ref_snapshot(store, ods_ref(table), "main")
-
-
-def _is_ancestor(t: Any, ancestor: int, head: int) -> bool:
-    current = t.snapshot(head)
-    while current is not None:
-        if int(current.snapshotId()) == ancestor:
-            return True
-        parent = current.parentId()
-        current = t.snapshot(parent) if parent is not None else None
-    return False
 
 
 def drop_branch(store: IcebergTables, table: str, branch: str) -> None:
@@ -178,22 +149,15 @@ def rollback_to_day(
     later = [d for d in published_days(store, table) if d > day]
     for ref in both(table):
 
-        def build(t: Any, ref: TableRef = ref) -> Any:
-            at = t.refs().get(tag)
-            if at is None:
-                raise LookupError(f"{ref.qualified} has no tag {tag!r}: day {day} was never published")
-            main = t.currentSnapshot()
-            main_id = int(main.snapshotId()) if main is not None else None
-            if expected_main is not None and ref == ods_ref(table) and main_id != expected_main:
+        def build(c: RefChanges, ref: TableRef = ref) -> None:
+            at = c.require(tag, f"day {day} was never published", "tag")
+            if expected_main is not None and ref == ods_ref(table) and c.main() != expected_main:
                 raise StalePublishError(
-                    f"{ref.qualified}: main moved to snapshot {main_id} since it was read at {expected_main}"
+                    f"{ref.qualified}: main moved to snapshot {c.main()} since it was read at {expected_main}"
                 )
-            manage = t.manageSnapshots().replaceBranch("main", at.snapshotId())
+            c.replace_main(at)
             for d in later:
-                if t.refs().containsKey(day_tag(d)):
-                    manage = manage.removeTag(day_tag(d))
-            return manage
+                c.drop_tag(day_tag(d))
 
-        store._commit_refs(ref, build)
-        store._refresh(ref)
+        refs.change(store, ref, build)
     return later

@@ -28,6 +28,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from sharp_dagster.cdc.ods.versions import is_day_tag, ods_ref, tombstones_ref
+from sharp_dagster.spark import refs as references
 from sharp_dagster.spark.tables import TableRef
 
 # Snapshots younger than this survive expiry even when nothing references them: a query that planned its scan on
@@ -130,16 +131,7 @@ def expire(
     tags = [n for n, kind in names.items() if kind == "TAG"]
     drop = tags_to_drop(tags, retention_days)
     if drop:
-
-        def build(table: Any) -> Any:
-            present = set(table.refs().keySet())
-            manage, any_left = table.manageSnapshots(), False
-            for tag in drop:
-                if tag in present:  # another upkeep may have dropped it meanwhile
-                    manage, any_left = manage.removeTag(tag), True
-            return manage if any_left else None
-
-        store._commit_refs(ref, build)
+        references.drop_tags(store, ref, drop)  # one dropped meanwhile by another upkeep is skipped
     cutoff = (now or datetime.now(UTC)) - SNAPSHOT_GRACE
     stamp = cutoff.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
     counts = _call(
@@ -158,26 +150,19 @@ def _follow_compaction(store: Any, ref: TableRef) -> list[str]:
     day published at the parent reads the same rows from it, without the deletion vectors: the newest day's
     readers (DWD reading `VERSION AS OF` it) get the compaction too. Older tags keep their snapshots.
     """
-    table = store._table(ref)
+    table = store.java_table(ref)
     head = table.currentSnapshot()
     if head is None or head.operation() != "replace" or head.parentId() is None:
         return []
     parent = int(head.parentId())
-    refs_ = table.refs()
-    moved = sorted(
-        str(n)
-        for n in list(refs_.keySet())
-        if is_day_tag(str(n)) and refs_.get(n).isTag() and int(refs_.get(n).snapshotId()) == parent
-    )
+    moved = [n for n, snapshot in references.tags(store, ref).items() if is_day_tag(n) and snapshot == parent]
     if moved:
 
-        def build(t: Any) -> Any:
-            manage = t.manageSnapshots()
+        def build(c: references.RefChanges) -> None:
             for tag in moved:
-                manage = manage.replaceTag(tag, head.snapshotId())
-            return manage
+                c.tag(tag, int(head.snapshotId()))
 
-        store._commit_refs(ref, build)
+        references.change(store, ref, build)
     return moved
 
 
@@ -190,7 +175,7 @@ def upkeep_table(
 ) -> TableUpkeep:
     """Compaction, then expiry, of one table; see the module's docstring."""
     result = TableUpkeep(ref.qualified)
-    store._refresh(ref)
+    store.refresh(ref)
     result.storage_before = storage(store, ref)
     staged = sorted(n for n, kind in refs(store, ref).items() if kind == "BRANCH" and n != "main")
     if staged:
@@ -199,7 +184,7 @@ def upkeep_table(
         result.compaction = compact(store, ref, options)
         result.moved_tags = _follow_compaction(store, ref)
     result.dropped_tags, result.kept_tags, result.expiry = expire(store, ref, retention_days, now)
-    store._refresh(ref)
+    store.refresh(ref)
     result.storage_after = storage(store, ref)
     return result
 
