@@ -20,7 +20,7 @@ from sharp_dagster.cli.args import existing_dir, int_range, new_file
 from sharp_dagster.cli.database import log_db_url, open_engine
 from sharp_dagster.cli.log import check_asset_key
 from sharp_dagster.cli.main import CliError
-from sharp_dagster.cli.tables import _settings, _tables
+from sharp_dagster.cli.tables import cli_settings, open_tables
 from sharp_dagster.settings import warehouse_sql_dir
 
 
@@ -136,7 +136,7 @@ def _spark_check(rules) -> None:
 
     from sharp_dagster.dqc.spark_check import check_rules
 
-    verdicts = check_rules(_tables(_settings()).spark, rules)
+    verdicts = check_rules(open_tables(cli_settings()).spark, rules)
     for v in verdicts:
         line = f"spark check: {v.rule.asset}:{v.rule.id}: {v.status}" + (
             f" ({v.message})" if v.message else ""

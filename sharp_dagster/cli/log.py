@@ -75,7 +75,7 @@ def check_asset_key(key: str) -> str:
     return key
 
 
-def _known_assets() -> dict[str, PeriodSpec]:
+def known_assets() -> dict[str, PeriodSpec]:
     """The periods of every log-driven asset of the project (`sharp_dagster.warehouse.layout`)."""
     from sharp_dagster.warehouse.catalog import WarehouseDefinitionError
     from sharp_dagster.warehouse.layout import layout
@@ -87,7 +87,7 @@ def _known_assets() -> dict[str, PeriodSpec]:
 
 
 def _spec_of(key: str) -> PeriodSpec:
-    assets = _known_assets()
+    assets = known_assets()
     spec = assets.get(check_asset_key(key))
     if spec is None:
         known = ", ".join(sorted(assets)) or "none"
@@ -134,7 +134,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     job_log = _job_log(args)
     if args.asset is not None:
         try:
-            known = set(_known_assets())
+            known = set(known_assets())
         except CliError:
             known = set()
         if args.asset not in known and not job_log.has_rows(args.asset):

@@ -48,10 +48,10 @@ def _declared(name: str) -> Any:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     from sharp_dagster.cdc.ods.migrate import MigrationRefused, migrate_table
-    from sharp_dagster.cli.tables import _settings, _tables
+    from sharp_dagster.cli.tables import cli_settings, open_tables
 
     table = _declared(args.table)
-    store = _tables(_settings())
+    store = open_tables(cli_settings())
     try:
         result = migrate_table(
             store,

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sharp_dagster.cli.main import CliError
+from sharp_dagster.spark.java import java_session, jvm
 
 # The logical operators Spark's parser produces for a query (pyspark 4.x names, `getSimpleName()` of the class).
 QUERY_NODES = frozenset(
@@ -132,7 +133,7 @@ def refusal(plan: Any) -> str | None:
 
 
 def parse_plan(spark: Any, text: str) -> Any:
-    return spark._jsparkSession.sessionState().sqlParser().parsePlan(text)
+    return java_session(spark).sessionState().sqlParser().parsePlan(text)
 
 
 @contextmanager
@@ -162,7 +163,7 @@ def judged_query(spark: Any, text: str) -> Any:
 
     plan = check_read_only(spark, text)
     try:  # analysis (and SHOW/DESCRIBE's execution) happens here
-        jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
+        jdf = jvm(spark).org.apache.spark.sql.classic.Dataset.ofRows(java_session(spark), plan)
     except Exception as exc:  # noqa: BLE001 - a Py4J error carrying Spark's AnalysisException
         raise CliError(f"SQL failed: {sql_error(exc)}") from None
     return DataFrame(jdf, spark)

@@ -27,7 +27,7 @@ from typing import Any
 
 from sharp_dagster.cli.args import int_range
 from sharp_dagster.cli.database import open_job_log
-from sharp_dagster.cli.log import _known_assets
+from sharp_dagster.cli.log import known_assets
 from sharp_dagster.cli.main import CliError
 from sharp_dagster.cli.readonly_sql import judged_query, read_only_conf, sql_error
 from sharp_dagster.settings import Settings
@@ -84,15 +84,16 @@ def register(subparsers: Any) -> None:
 # ---------------------------------------------------------------- helpers
 
 
-def _settings() -> Any:
-
+def cli_settings() -> Any:
+    """The project's settings from the environment; a bad one is a `CliError` naming it (the `sql`, `dqc` and
+    `ods` commands read them the same way)."""
     try:
         return Settings.from_env()
     except ValueError as exc:
         raise CliError(f"bad settings: {exc}") from None
 
 
-def _tables(settings: Any) -> Any:
+def open_tables(settings: Any) -> Any:
     """The project's session and the Iceberg tables of its warehouse (catalog made current)."""
     from pyspark.sql import SparkSession
 
@@ -173,7 +174,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
     if not args.statement.strip():
         raise CliError("empty SQL statement")
-    tables = _tables(_settings())
+    tables = open_tables(cli_settings())
     # PySpark logs a failed statement with its Java stack trace to stderr; the error below says it in one place.
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
@@ -239,7 +240,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     from sharp_dagster.cdc.ods.read import is_day_tagged
     from sharp_dagster.cli import ods_days
 
-    tables = _tables(_settings())
+    tables = open_tables(cli_settings())
     ref = _ref(args.table, tables)
     rows = _history_rows(tables.history(ref))
     days = ods_days.day_rows(tables, ref.name) if is_day_tagged(tables, ref.database, ref.name) else None
@@ -297,15 +298,15 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from sharp_dagster.joblog.rollback import RollbackRefused, rollback_table
     from sharp_dagster.spark.wap import StalePublishError
 
-    settings = _settings()
+    settings = cli_settings()
     named = _ref(args.table)  # a malformed name is refused before the job log or Spark is touched
     if named.database == TOMBSTONE_DATABASE:
         raise CliError(
             f"{named.qualified} moves with ods.{named.name}: roll back ods.{named.name} (--to-day YYYY-MM-DD)"
         )
-    specs = _known_assets()  # the same asset specs as `sharp-dagster log rerun`
+    specs = known_assets()  # the same asset specs as `sharp-dagster log rerun`
     job_log = open_job_log(settings.log_db_url, "job log unavailable, nothing was changed: ")
-    tables = _tables(settings)
+    tables = open_tables(settings)
     ref = _ref(args.table, tables)
     day_tagged = is_day_tagged(tables, ref.database, ref.name)
     if args.to is None and not day_tagged:

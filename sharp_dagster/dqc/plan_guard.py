@@ -33,6 +33,7 @@ from typing import Any
 
 from sharp_dagster.dqc import allowlist as al
 from sharp_dagster.dqc.sqlguard import SqlRejected
+from sharp_dagster.spark.java import java_session, jvm
 
 CONFINED_CONF = {"spark.sql.runSQLOnFiles": "false", "spark.sql.variable.substitute": "false"}
 _PLAN_NODES = frozenset(al.full(n) for n in al.PLAN_NODES)
@@ -62,12 +63,12 @@ def confined(spark) -> Iterator[None]:
     """`CONFINED_CONF` on the session while the block runs, restored by the last of concurrent blocks to leave
     (rules of several assets run in threads sharing the session)."""
     key = str(
-        spark._jsparkSession.sessionUUID()
+        java_session(spark).sessionUUID()
     )  # one entry per JVM session, whatever Python wrapper holds it
     with _conf_lock:
         depth, saved = _conf_state.get(key, (0, {}))
         if depth == 0:
-            jconf = spark._jsparkSession.conf()
+            jconf = java_session(spark).conf()
             saved = {k: (spark.conf.get(k) if jconf.contains(k) else None) for k in CONFINED_CONF}
             for k, v in CONFINED_CONF.items():
                 spark.conf.set(k, v)
@@ -99,7 +100,7 @@ def check_rendered(spark, sql: str, staged: str, reads: Iterable[str] = ()) -> N
     (a `NotAnalysed` when Spark cannot analyse it) unless Spark's plan of it stays inside the allow-lists."""
     quoted = ".".join(f"`{p}`" for p in staged.split("."))
     # Per session too: a session's temporary functions and views are part of what its analyzer resolves.
-    session = str(spark._jsparkSession.sessionUUID())
+    session = str(java_session(spark).sessionUUID())
     key = (session, sql.replace(quoted, "${table}"), "." in staged, tuple(sorted({r.lower() for r in reads})))
     with _verdict_lock:
         if key in _verdicts:
@@ -138,15 +139,15 @@ def judge(spark, sql: str, staged: str, reads: Iterable[str] = ()) -> None:
 
 
 def _judge(spark, sql: str, staged: str, reads: Iterable[str]) -> None:
-    walker = _Walker(spark._jvm, staged, reads)
+    walker = _Walker(jvm(spark), staged, reads)
     with confined(spark):
-        state = spark._jsparkSession.sessionState()
+        state = java_session(spark).sessionState()
         try:
             parsed = state.sqlParser().parsePlan(sql)
         except Exception as exc:  # noqa: BLE001 - Spark's ParseException, through py4j
             raise SqlRejected(f"custom sql does not parse in Spark: {_first_line(exc)}") from None
         walker.walk(parsed, analysed=False)
-        mode = spark._jvm.org.apache.spark.sql.execution.CommandExecutionMode.SKIP()
+        mode = jvm(spark).org.apache.spark.sql.execution.CommandExecutionMode.SKIP()
         try:
             analysed = state.executePlan(parsed, mode).analyzed()
         except Exception as exc:  # noqa: BLE001 - Spark's AnalysisException, through py4j

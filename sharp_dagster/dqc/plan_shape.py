@@ -42,6 +42,7 @@ from typing import Any
 from sharp_dagster.dqc import allowlist as al
 from sharp_dagster.dqc.plan_guard import NotAnalysed, check_rendered, class_of, confined, seq_items
 from sharp_dagster.dqc.quoting import PLACEHOLDER
+from sharp_dagster.spark.java import java_session
 
 # The run-time placeholders whose value changes from one partition to the next (`context.RuleContext.variables`);
 # `${table}` (the staged view, taken out of verdict keys by `check_rendered`) and `${limit}` are the same each day.
@@ -82,7 +83,7 @@ def check_rule_query(
         check_rendered(spark, sql, staged, reads)
         return
     shape, markers = marked
-    key = (str(spark._jsparkSession.sessionUUID()), shape.replace(_quoted(staged), "${table}"))
+    key = (str(java_session(spark).sessionUUID()), shape.replace(_quoted(staged), "${table}"))
     with _lock:
         counts = _shapes.get(key)
     if counts is None:
@@ -128,7 +129,7 @@ def _values_only(spark, shape: str, markers: Mapping[str, str]) -> bool:
     marker in a literal anywhere else."""
     with confined(spark):
         try:
-            parsed = spark._jsparkSession.sessionState().sqlParser().parsePlan(shape)
+            parsed = java_session(spark).sessionState().sqlParser().parsePlan(shape)
         except Exception:  # noqa: BLE001 - a shape that does not parse says nothing of the values
             return False
         try:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sharp_dagster.lineage.plan_tables import alias_table, table_name
+from sharp_dagster.spark.java import java_dataset
 
 __all__ = ["ObservedLineage", "PlanLineageError", "analyzed_plan_json", "plan_lineage"]
 
@@ -65,7 +66,7 @@ class ObservedLineage:
 
 def analyzed_plan_json(df: Any) -> str:
     """The analyzed logical plan of a PySpark DataFrame, as Catalyst's own JSON (one JVM call)."""
-    return str(df._jdf.queryExecution().analyzed().toJSON())
+    return str(java_dataset(df).queryExecution().analyzed().toJSON())
 
 
 # --------------------------------------------------------------------------------------------------------------

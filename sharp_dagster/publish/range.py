@@ -82,7 +82,7 @@ def materialize_range(
         else:
             staged = _stage(runs, target, frames, tables, branch)
         results, later = _audit(runs, staged, tables, asset)
-        failpoint("after_audit", quiet=runs[-1]._beat.between_beats())
+        failpoint("after_audit", quiet=runs[-1].between_beats())
         _publish(runs, staged, tables)
     except Exception as exc:  # nothing is published: withdraw, and let the caller run the periods one by one
         _abandon(context, asset, runs, staged, branch, tables, exc)
@@ -92,7 +92,7 @@ def materialize_range(
         for run in runs:
             run.fail(exc)
         raise
-    failpoint("after_publish", quiet=runs[-1]._beat.between_beats())
+    failpoint("after_publish", quiet=runs[-1].between_beats())
     schema = frames[-1][1].schema if frames else staged.parts[-1].schema
     return (*_finish(context, runs, staged, results, schema), (runs[-1], later))
 

@@ -125,6 +125,11 @@ class PartitionRun:
         self.output_fields: list[tuple[str, str]] | None = None
         self._beat = Heartbeat(jl, handle, heartbeat_interval_s()).start()
 
+    def between_beats(self) -> bool:
+        """Is the claim's heartbeat between two beats (not inside a job-log transaction)? Where a fail point may
+        stop the run (`Heartbeat.between_beats`); a range run asks its last period's."""
+        return self._beat.between_beats()
+
     # ------------------------------------------------------------------ check, claim, gate
     @classmethod
     def begin(

@@ -118,11 +118,11 @@ def test_the_scan_sees_an_upward_import(tmp_path):
         PACKAGE = saved
 
 
-def test_no_file_is_over_600_lines():
+def test_no_file_is_over_500_lines():
     long = {
         str(p.relative_to(PACKAGE.parent)): n
         for p, _ in _modules()
-        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500
     }
     assert long == {}
 

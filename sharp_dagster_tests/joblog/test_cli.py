@@ -44,7 +44,7 @@ def project(monkeypatch):
     from sharp_dagster.cli import log as log_cli
 
     monkeypatch.setattr(
-        log_cli, "_known_assets", lambda: {ASSET: SPEC, "ods/clicks": PeriodSpec("hourly", START, SPEC.end)}
+        log_cli, "known_assets", lambda: {ASSET: SPEC, "ods/clicks": PeriodSpec("hourly", START, SPEC.end)}
     )
     monkeypatch.setattr(orchestration, "rerun_periods", must_not_run)
     return calls
