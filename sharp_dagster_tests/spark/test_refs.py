@@ -25,6 +25,14 @@ def _table(store, commits: int = 2) -> list[int]:
     return ids
 
 
+def _grow(store, branch: str, value: int, at_snapshot: int | None = None) -> int:
+    """Branch `branch` cut (at `main`, or `at_snapshot`) and one row appended on it; the branch's new head."""
+    refs.cut_branch(store, REF, branch, at_snapshot=at_snapshot)
+    store.spark.sql(f"INSERT INTO {store.name(REF)}.`branch_{branch}` VALUES ({value})")
+    store.refresh(REF)
+    return refs.ref_snapshot(store, REF, branch)
+
+
 def _rows(store, version: str) -> list[int]:
     return sorted(
         r.id for r in store.spark.sql(f"SELECT id FROM {store.name(REF)} VERSION AS OF '{version}'").collect()
@@ -81,10 +89,7 @@ def test_cut_branch_at_main_a_tag_or_a_snapshot_replacing_one_of_that_name(table
 
 def test_fast_forward_main_to_a_branch_grown_from_it(table_store):
     ids = _table(table_store)
-    refs.cut_branch(table_store, REF, "stage_ff")
-    table_store.spark.sql(f"INSERT INTO {table_store.name(REF)}.`branch_stage_ff` VALUES (9)")
-    table_store.refresh(REF)
-    grown = refs.ref_snapshot(table_store, REF, "stage_ff")
+    grown = _grow(table_store, "stage_ff", 9)
     assert grown != ids[-1]
     assert refs.fast_forward_main(table_store, REF, "stage_ff") == grown
     assert sorted(r.id for r in table_store.spark.table(table_store.name(REF)).collect()) == [0, 1, 9]
@@ -114,10 +119,7 @@ def test_drop_branches_and_tags_skipping_missing_ones(table_store):
 
 def test_change_commits_several_changes_at_once_or_refuses_all(table_store):
     ids = _table(table_store)
-    refs.cut_branch(table_store, REF, "stage_pub", at_snapshot=ids[0])
-    table_store.spark.sql(f"INSERT INTO {table_store.name(REF)}.`branch_stage_pub` VALUES (7)")
-    table_store.refresh(REF)
-    head = refs.ref_snapshot(table_store, REF, "stage_pub")
+    head = _grow(table_store, "stage_pub", 7, at_snapshot=ids[0])
 
     def refused(c: RefChanges) -> None:
         c.tag("d1", head)
@@ -142,10 +144,7 @@ def test_change_commits_several_changes_at_once_or_refuses_all(table_store):
 
 def test_move_main_fast_forwards_a_branch_grown_from_main(table_store):
     ids = _table(table_store)
-    refs.cut_branch(table_store, REF, "stage_g")
-    table_store.spark.sql(f"INSERT INTO {table_store.name(REF)}.`branch_stage_g` VALUES (5)")
-    table_store.refresh(REF)
-    head = refs.ref_snapshot(table_store, REF, "stage_g")
+    head = _grow(table_store, "stage_g", 5)
     built = refs.change(table_store, REF, lambda c: c.move_main("stage_g"))
     assert built.is_ancestor(ids[-1], head)
     assert refs.ref_snapshot(table_store, REF, MAIN) == head
