@@ -43,6 +43,7 @@ from sharp_dagster.cdc.change.messages import BinlogMessage, Heartbeat, Quaranti
 from sharp_dagster.cdc.landing import kafka_source as landing_kafka  # noqa: E402
 from sharp_dagster.cdc.landing import land as landing  # noqa: E402
 from sharp_dagster.cdc.landing import parser as landing_parser  # noqa: E402
+from sharp_dagster.cdc.landing import raw_tables  # noqa: E402
 from sharp_dagster.cdc.landing.image_tables import write_typed_images  # noqa: E402
 from sharp_dagster.cdc.source.shards import ShardRules  # noqa: E402
 
@@ -203,7 +204,7 @@ def _old_read(consumer, errors, topic, starts, ends, rules, ingest, result, wate
 
 
 def _old_write_rows(spark, store, database, rows, result):
-    ref = landing.raw_table_ref(database)
+    ref = raw_tables.raw_table_ref(database)
     by_partition = defaultdict(list)
     for row in rows:
         by_partition[(row["table_name"], row["dt"], row["hour"])].append(row)
@@ -236,8 +237,8 @@ def _old_write_quarantine(spark, store, database, records, ingest, result):
     result.quarantine_reasons = dict(Counter(landing_parser.reason_kind(q.reason) for q in records))
     if not records:
         return
-    ref = landing.quarantine_table_ref(database)
-    schema = ", ".join(f"{n} {t}" for n, t in landing.QUARANTINE_COLUMNS)
+    ref = raw_tables.quarantine_table_ref(database)
+    schema = ", ".join(f"{n} {t}" for n, t in raw_tables.QUARANTINE_COLUMNS)
     by_day = defaultdict(list)
     for q in records:
         day = landing_parser.utc_datetime(q.timestamp_ms if q.timestamp_ms is not None else ingest).strftime(
@@ -321,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         # The typed images (`image_tables`) are part of `spark_landing`: their share, timed alone over the same
         # landed rows into a fresh warehouse (JSON columns typed by their values, one commit per table).
         landed_store = stores["spark_landing"]
-        raw = landed_store.spark.table(landed_store.name(landing.raw_table_ref(DB))).localCheckpoint(
+        raw = landed_store.spark.table(landed_store.name(raw_tables.raw_table_ref(DB))).localCheckpoint(
             eager=True
         )
         tables = sorted({t for t, _, _ in results["spark_landing"].touched_hours})

@@ -327,11 +327,10 @@ def main(argv: list[str] | None = None) -> int:
         (work / "dagster_home").mkdir(parents=True)
         (work / "dagster_home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
 
-    from sharp_dagster.assets.cdc_assets import KAFKA_ENV
     from sharp_dagster.demo.generator import GeneratorConfig, generate
     from sharp_dagster.demo.run import QUIET, bootstrap_ods, demo_broker_dir, demo_days
     from sharp_dagster.servers.broker import LocalBroker
-    from sharp_dagster.settings import DEFAULT_START, Settings
+    from sharp_dagster.settings import DEFAULT_START, KAFKA_ENV, Settings
 
     settings = Settings.from_env()
     probes = Probes()

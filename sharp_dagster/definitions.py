@@ -29,6 +29,7 @@ from sharp_dagster.lineage.governance import check as governance_check_tables
 from sharp_dagster.naming import key_str, parts
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.resources.io_manager import SparkTableIOManager
+from sharp_dagster.resources.kafka import KafkaResource
 from sharp_dagster.resources.spark import SparkResource
 from sharp_dagster.sensors.cdc import build_kafka_sensor
 from sharp_dagster.sensors.log_driven import build_log_driven_sensor
@@ -167,6 +168,10 @@ defs = Definitions(
         ],
         *[build_kafka_sensor(db, topic) for _, db, topic in landing_assets()],
     ],
-    resources={"spark": spark, "warehouse_io_manager": SparkTableIOManager(spark=spark)},
+    resources={
+        "spark": spark,
+        "kafka": KafkaResource(),
+        "warehouse_io_manager": SparkTableIOManager(spark=spark),
+    },
     executor=in_process_executor,
 )

@@ -179,3 +179,13 @@ def redact_url(url: str) -> str:
     """
 
     return _redact_url(url)
+
+
+# The Kafka cluster of the binlog topics (`resources/kafka.py`), read when a landing or the Kafka sensor needs it.
+KAFKA_ENV = "SHARP_KAFKA_BOOTSTRAP"
+
+
+def kafka_bootstrap() -> str | None:
+    """`SHARP_KAFKA_BOOTSTRAP`: the Kafka bootstrap servers of the binlog topics (`host:port,...`); None when unset."""
+    return os.environ.get(KAFKA_ENV) or None
+

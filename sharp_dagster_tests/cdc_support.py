@@ -11,8 +11,7 @@ import json
 import os
 from contextlib import contextmanager
 
-from sharp_dagster.assets.cdc_assets import KAFKA_ENV
-from sharp_dagster.settings import Settings
+from sharp_dagster.settings import KAFKA_ENV, Settings
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from contextlib import ExitStack
 from datetime import date, timedelta
 
@@ -41,12 +40,14 @@ from dagster import (
 
 from sharp_dagster.alerts import AlertSink
 from sharp_dagster.assets import quality
+from sharp_dagster.cdc.landing.done_markers import day_complete, hours_done, write_done_markers
+from sharp_dagster.cdc.landing.prior import prior_landing
+from sharp_dagster.cdc.landing.raw_tables import quarantine_table_ref, raw_table_ref
 from sharp_dagster.cdc.merge.change_source import day_changes
-from sharp_dagster.cdc.merge.fold import STATE_COLUMNS, initial_state
 from sharp_dagster.cdc.ods import stage as ods_stage
 from sharp_dagster.cdc.ods import store as ods_store
-from sharp_dagster.cdc.ods.merge import write_state
-from sharp_dagster.cdc.ods.stage import StagedOds, StagedOdsDay
+from sharp_dagster.cdc.ods.columns import state_columns
+from sharp_dagster.cdc.ods.stage import StagedOds, StagedOdsDay, day_properties
 from sharp_dagster.cdc.ods.versions import ods_ref
 from sharp_dagster.joblog.incremental import format_offsets, plan_kafka
 from sharp_dagster.joblog.planner import LogDrivenAsset
@@ -59,27 +60,9 @@ from sharp_dagster.publish.materialize import materialize_partitions
 from sharp_dagster.publish.range import drop_orphans
 from sharp_dagster.publish.run import AssetPublish, PartitionRun
 from sharp_dagster.spark.iceberg import IcebergTables
-from sharp_dagster.spark.wap import snapshot_properties
-from sharp_dagster.warehouse.cdc_layout import (
-    SHARD_COLUMN,
-    START,
-    OdsTable,
-    bootstrap_day,
-    landing_table,
-    source_start,
-)
+from sharp_dagster.warehouse.cdc_layout import OdsTable, bootstrap_day, landing_table, source_start
 
-KAFKA_ENV = "SHARP_KAFKA_BOOTSTRAP"
 log = logging.getLogger("sharp_dagster.cdc_assets")
-
-
-def kafka_config() -> dict[str, str]:
-    servers = os.environ.get(KAFKA_ENV)
-    if not servers:
-        raise Failure(
-            description=f"{KAFKA_ENV} is not set: no Kafka bootstrap servers to land the binlog from"
-        )
-    return {"bootstrap.servers": servers}
 
 
 def source_specs(physical_by_table: dict[str, list[str]], database: str) -> list[AssetSpec]:
@@ -110,7 +93,7 @@ def build_landing_asset(source, database: str, topic: str, source_keys: list[Ass
         # A backfill of many hours is one landing (up to the end offsets), not one run per hour.
         backfill_policy=BackfillPolicy.single_run(),
         deps=source_keys,
-        required_resource_keys={"spark"},
+        required_resource_keys={"spark", "kafka"},
         kinds={"kafka", "spark"},
         metadata={"dagster/table_name": landing_table(database), "topic": topic},
     )
@@ -136,7 +119,7 @@ class BinlogLanding:
         window = plan_kafka(jl, self.job_name)
         app_id = spark_resource.session().sparkContext.applicationId
         with claimed_range(context, self.job_name, window, "kafka_offset", app_id) as handle:
-            result, marked = self._land(jl, handle, window, spark_resource, store)
+            result, marked = self._land(jl, handle, window, context.resources, store)
         if result.quarantined:
             alert_quarantine(jl, handle, context.run_id, result)
         return MaterializeResult(
@@ -153,15 +136,11 @@ class BinlogLanding:
             }
         )
 
-    def _land(self, jl, handle, window, spark_resource, store):
+    def _land(self, jl, handle, window, resources, store):
         """The landing's steps (`land`, `quarantine`, `done_markers`) under the claim; (result, hours marked)."""
-        from sharp_dagster.cdc.landing.done_markers import (
-            write_done_markers,  # the Kafka client: only a run loads it
-        )
-
-        prior_run = _prior_landing(jl, self.job_name)
+        prior_run = prior_landing(jl, self.job_name)
         start = {int(p): int(o) for p, o in (window.start or {}).get(self.topic, {}).items()}
-        result = self._land_step(jl, handle, spark_resource, store, start, prior_run)
+        result = self._land_step(jl, handle, resources, store, start, prior_run)
         with jl.step(handle, "quarantine", source_type="kafka", target_type="parquet") as rec:
             rec.failure_count = result.quarantined
             rec.info(json.dumps(result.quarantine_reasons))
@@ -178,14 +157,14 @@ class BinlogLanding:
                 result.low_watermark_ms,
                 self.source.lateness_minutes,
                 result.first_seen_ms,
-                spark=spark_resource.session(),
+                spark=resources.spark.session(),
                 prior_low_watermark_ms=prior_run.get("low_watermark_ms"),
             )
             rec.target_count = len(marked)
             rec.info(f"done markers: {marked[:3]}{'...' if len(marked) > 3 else ''}")
         return result, marked
 
-    def _land_step(self, jl, handle, spark_resource, store, start: dict[int, int], prior_run: dict):
+    def _land_step(self, jl, handle, resources, store, start: dict[int, int], prior_run: dict):
         """The `land` step: the topic from `start` (the last landing's end) to its end offsets now, into the raw
         binlog table and the typed images, carrying the watermarks and the first commit time seen."""
         from sharp_dagster.cdc.landing.land import land  # the Kafka client: only a run loads it
@@ -194,9 +173,9 @@ class BinlogLanding:
         with jl.step(handle, "land", source_type="kafka", target_type="parquet") as rec:
             database = self.source.database(self.database)
             result = land(
-                spark_resource.session(),
+                resources.spark.session(),
                 store,
-                kafka_config(),
+                resources.kafka.consumer_config(),
                 self.topic,
                 start or None,
                 "latest",
@@ -231,10 +210,6 @@ def alert_quarantine(jl, handle, run_id: str | None, result) -> bool:
     """The weak alert of a landing that quarantined messages: the count and the first reasons, once per run
     (de-duplicated by the attempt's job id). Never raises: the landing already succeeded."""
     try:
-        from sharp_dagster.cdc.landing.land import (
-            quarantine_table_ref,  # the Kafka client: only a run loads it
-        )
-
         reasons = sorted(result.quarantine_reasons.items(), key=lambda kv: (-kv[1], kv[0]))
         return AlertSink.from_env(engine=jl.engine).send(
             "quarantine",
@@ -257,22 +232,6 @@ def alert_quarantine(jl, handle, run_id: str | None, result) -> bool:
     except Exception:  # a weak alert never fails a landing that succeeded
         log.exception("could not send the quarantine alert of %s", handle.job_name)
         return False
-
-
-def _prior_landing(jl, job_name: str) -> dict:
-    """What the last successful landing reached, from its `land` step output (`LandingResult.to_dict()`): its
-    per-partition watermarks, low watermark and first commit time seen; {} before the first landing."""
-    last = jl.last_success(job_name, order_by_range=False, incremental_type="kafka_offset")
-    if last is None:
-        return {}
-    for step in jl.steps(last.job_id):
-        if step.step_id == "land" and step.output:
-            try:
-                data = json.loads(step.output.splitlines()[0])
-            except (ValueError, IndexError):
-                return {}
-            return data if isinstance(data, dict) else {}
-    return {}
 
 
 def build_ods_merge_asset(
@@ -372,7 +331,9 @@ class OdsMerge:
                 lambda day: (changes[day][0], changes[day][2]),
                 table.key_columns(),
                 table.shard_column,
-                properties=day_properties(runs, later),
+                properties=day_properties(
+                    {run.key: (str(run.handle.token), run.properties()) for run in runs}, later
+                ),
                 reads={day: found[1] for day, found in changes.items()},
             )
             together = f" (one branch for {len(own)} days)" if len(own) > 1 else ""
@@ -401,10 +362,6 @@ class OdsMerge:
 
     def _check_done(self, key: str, run: PartitionRun) -> None:
         """The `checkdone` step: all 24 hourly done markers of the day, else the run fails before reading."""
-        # Here, not at the top: the done markers read the landing's layout, which loads the Kafka client; the code
-        # location loads without it (its start-up time).
-        from sharp_dagster.cdc.landing.done_markers import day_complete, hours_done
-
         spark, warehouse_dir, database = (
             self.spark_resource.session(),
             run.tables.warehouse_dir,
@@ -421,8 +378,6 @@ class OdsMerge:
 
     def _read_day(self, store: IcebergTables, key: str):
         """The day's changes, how many, and its events."""
-        from sharp_dagster.cdc.landing.land import raw_table_ref  # the Kafka client: only a run loads it
-
         table = self.table
         raw = raw_table_ref(table.database)
         if not store.exists(raw):
@@ -430,42 +385,3 @@ class OdsMerge:
                 description=f"{self.job_name} [{key}]: the raw binlog table {raw.qualified} is empty"
             )
         return day_changes(store, raw, table.database, table.name, key)
-
-
-def day_properties(runs: list[PartitionRun], later: list[str]) -> dict[str, dict[str, str]]:
-    """What each merged day's commits carry (`sharp.*`, as every log-driven table's): the attempt that merged it
-    and the day. A later day re-merged after a re-run names the re-run (its token, job id and partition)."""
-    out = {}
-    for day in [*(run.key for run in runs), *later]:
-        run = next((r for r in runs if r.key == day), runs[-1])
-        out[day] = snapshot_properties(str(run.handle.token), {**run.properties(), "day": day})
-    return out
-
-
-def state_columns(store, tables) -> dict[str, list[tuple[str, str]]]:
-    """The data columns (name, Spark type) of each table's ODS current state `ods.<table>`, where it exists: what
-    the landing types the table's row images by (`land(image_columns=)`)."""
-    out: dict[str, list[tuple[str, str]]] = {}
-    for table in tables:
-        ref = ods_ref(table.name)
-        if not store.exists(ref):
-            continue
-        skip = {*STATE_COLUMNS, *([SHARD_COLUMN] if table.shard_regex else [])}
-        schema = store.spark.table(store.name(ref)).schema
-        out[table.name] = [(f.name, f.dataType.simpleString()) for f in schema if f.name not in skip]
-    return out
-
-
-def bootstrap_state(
-    store, ods_table: OdsTable, snapshot_df, snapshot_seq: int | None, start: str = START
-) -> int:
-    """Write the first state of an ODS table (a snapshot stamped with the binlog position read before it) as the
-    published day before `start` (its tag: `ods_merge.write_state`). Returns the live rows written."""
-    return write_state(
-        store,
-        ods_table.name,
-        bootstrap_day(start),
-        initial_state(snapshot_df, snapshot_seq),
-        ods_table.key_columns(),
-        ods_table.shard_column,
-    )

@@ -16,15 +16,16 @@ from pathlib import Path
 
 from dagster import DagsterInstance
 
-from sharp_dagster.assets.cdc_assets import KAFKA_ENV, bootstrap_state
 from sharp_dagster.cdc.capture.kafka_topics import ensure_topic
+from sharp_dagster.cdc.merge.fold import initial_state
+from sharp_dagster.cdc.ods.merge import write_state
 from sharp_dagster.dagster_home import ensure_dagster_home
 from sharp_dagster.demo.generator import GeneratorConfig, generate
 from sharp_dagster.demo.replay import replay_day
 from sharp_dagster.demo.sample_tables import register_sources, snapshot_table
 from sharp_dagster.servers.broker import LocalBroker
-from sharp_dagster.settings import DEFAULT_START, Settings
-from sharp_dagster.warehouse.cdc_layout import landing_assets, ods_tables
+from sharp_dagster.settings import DEFAULT_START, KAFKA_ENV, Settings, kafka_bootstrap
+from sharp_dagster.warehouse.cdc_layout import START, bootstrap_day, landing_assets, ods_tables
 
 # Dagster logs every step at DEBUG to the console; the demo prints its own progress instead.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
@@ -74,7 +75,8 @@ def reset_demo_state(settings: Settings, out=sys.stdout) -> None:
 
 
 def bootstrap_ods(spark, store, sample_dir: Path) -> dict[str, int]:
-    """The first ODS states: the generated snapshot, stamped with binlog position 0 (before every change)."""
+    """The first ODS states: the generated snapshot, stamped with binlog position 0 (before every change), each
+    published as the day before the start (its tag: `cdc/ods/merge.write_state`)."""
 
     register_sources(spark, sample_dir)
     rows = {}
@@ -85,7 +87,9 @@ def bootstrap_ods(spark, store, sample_dir: Path) -> dict[str, int]:
             if t.sharded
             else snap.drop("_source_table")
         )
-        rows[t.name] = bootstrap_state(store, t, snap, 0)
+        rows[t.name] = write_state(
+            store, t.name, bootstrap_day(START), initial_state(snap, 0), t.key_columns(), t.shard_column
+        )
     return rows
 
 
@@ -111,7 +115,7 @@ def run_demo(
     )
     print(f"dagster home: {home}", file=out)
     broker = None
-    if not os.environ.get(KAFKA_ENV):
+    if not kafka_bootstrap():
         broker = LocalBroker(base_dir=demo_broker_dir(settings)).start()
         os.environ[KAFKA_ENV] = broker.bootstrap_servers
         print(
@@ -132,7 +136,7 @@ def _run_days(settings: Settings, days: int, manifest: dict, out, t0: float) -> 
     # and only when the run gets here (after the progress line above).
     from sharp_dagster.definitions import defs
 
-    bootstrap = os.environ[KAFKA_ENV]
+    bootstrap = kafka_bootstrap()
     (source, database, topic) = landing_assets()[0]
     ensure_topic({"bootstrap.servers": bootstrap}, topic, source.topic_partitions)
     spark_resource = defs.resources["spark"]

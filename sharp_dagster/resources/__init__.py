@@ -1,1 +1,1 @@
-"""Dagster resources: the Spark session and the warehouse IO manager."""
+"""Dagster resources: the Spark session, the Kafka cluster and the warehouse IO manager."""

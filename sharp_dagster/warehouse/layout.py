@@ -102,8 +102,8 @@ def _ods(t: OdsTable) -> LogDrivenAsset:
     database = t.database
 
     def ready(period) -> str | None:
-        # Not at the top: done_markers reads the landing's layout, which loads the Kafka client; the code location
-        # imports this module at start-up, where no Kafka client is needed.
+        # Not at the top: the done markers reach the warehouse through Spark's file system (`spark/filesystem.py`),
+        # which loads pyspark; `sharp-dagster log status` imports this module and must start without Spark.
         from sharp_dagster.cdc.landing.done_markers import day_complete
 
         day = period.partition_key

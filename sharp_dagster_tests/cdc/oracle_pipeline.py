@@ -21,13 +21,12 @@ import pytest
 from dagster import AssetKey, DagsterInstance, materialize
 from pyspark.sql import functions as F
 
-from sharp_dagster.assets.cdc_assets import KAFKA_ENV
 from sharp_dagster.cdc.capture.collector import Collector, CollectStats
 from sharp_dagster.cdc.merge.result import SEQ_COLUMN
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.bootstrap import bootstrap_source
 from sharp_dagster.logdriven import job_log
-from sharp_dagster.settings import Settings
+from sharp_dagster.settings import KAFKA_ENV, Settings
 from sharp_dagster.spark.iceberg import warehouse_tables
 from sharp_dagster_tests.cdc.oracle_source import TableContent, sort_rows
 from sharp_dagster_tests.cdc_support import QUIET

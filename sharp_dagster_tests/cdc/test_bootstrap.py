@@ -13,14 +13,15 @@ import datetime as dt
 import yaml
 from pyspark.sql import functions as F
 
-from sharp_dagster.assets.cdc_assets import state_columns
 from sharp_dagster.cdc.landing.done_markers import day_complete, write_done_markers
-from sharp_dagster.cdc.landing.land import land, raw_table_ref
+from sharp_dagster.cdc.landing.land import land
+from sharp_dagster.cdc.landing.raw_tables import raw_table_ref
 from sharp_dagster.cdc.merge.change_source import day_changes
 from sharp_dagster.cdc.merge.fold import merge_day, published
 from sharp_dagster.cdc.ods import stage as ods_stage
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.bootstrap import bootstrap_position, bootstrap_source, job_name
+from sharp_dagster.cdc.ods.columns import state_columns
 from sharp_dagster.cdc.source.clock import NOW_SQL
 from sharp_dagster.cdc.source.config import load_source_config, source_config_from_dict
 from sharp_dagster.cdc.source.introspect import introspect

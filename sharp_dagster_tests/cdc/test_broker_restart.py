@@ -15,10 +15,9 @@ from decimal import Decimal
 import pytest
 from dagster import DagsterInstance
 
-from sharp_dagster.assets.cdc_assets import KAFKA_ENV
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.demo.generator import GeneratorConfig, generate, read_changes
-from sharp_dagster.settings import Settings
+from sharp_dagster.settings import KAFKA_ENV, Settings
 from sharp_dagster_tests.cdc_support import QUIET, CdcFeed
 
 CFG = GeneratorConfig(days=1, users=40, products=10, orders_per_day=25, history_orders=20)
@@ -59,7 +58,7 @@ def own_warehouse(tmp_path, monkeypatch):
 
 def test_broker_killed_during_landing_then_restarted(spark, own_warehouse, monkeypatch):
     from sharp_dagster.cdc.landing import land as landing
-    from sharp_dagster.cdc.landing.land import raw_table_ref
+    from sharp_dagster.cdc.landing.raw_tables import raw_table_ref
     from sharp_dagster.definitions import defs
     from sharp_dagster.joblog.store import JobLog
     from sharp_dagster.servers.broker import LocalBroker

@@ -9,7 +9,8 @@ from collections import Counter
 
 from sharp_dagster.cdc.capture.collector import Collector
 from sharp_dagster.cdc.capture.collector_db import DbStateStore, saved_position
-from sharp_dagster.cdc.landing.land import land, raw_table_ref
+from sharp_dagster.cdc.landing.land import land
+from sharp_dagster.cdc.landing.raw_tables import raw_table_ref
 from sharp_dagster.cdc.merge.fold import merge_day, published
 from sharp_dagster.cdc.source.config import MysqlSettings
 from sharp_dagster.servers import LocalMariaDB

@@ -20,7 +20,8 @@ from pyspark.sql import functions as F
 from sharp_dagster.cdc.capture.collector_db import DbStateStore, saved_position
 from sharp_dagster.cdc.capture.collector_state import CollectorError, CollectorState, FileStateStore
 from sharp_dagster.cdc.change import binlog_schema as bs
-from sharp_dagster.cdc.landing.land import land, raw_table_ref
+from sharp_dagster.cdc.landing.land import land
+from sharp_dagster.cdc.landing.raw_tables import raw_table_ref
 from sharp_dagster.cdc.merge.change_source import day_changes
 from sharp_dagster.cdc.merge.fold import merge_day, published
 from sharp_dagster.warehouse.cdc_layout import SHARD_COLUMN

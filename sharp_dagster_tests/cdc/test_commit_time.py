@@ -6,7 +6,8 @@ from __future__ import annotations
 import datetime as dt
 
 from sharp_dagster.cdc.landing.done_markers import hours_done, hours_to_mark, write_done_markers
-from sharp_dagster.cdc.landing.land import land, raw_table_ref
+from sharp_dagster.cdc.landing.land import land
+from sharp_dagster.cdc.landing.raw_tables import raw_table_ref
 
 D = dt.datetime(2024, 3, 1, tzinfo=dt.UTC)
 LATENESS = 15

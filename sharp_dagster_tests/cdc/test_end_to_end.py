@@ -39,19 +39,20 @@ import yaml
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sharp_dagster.assets.cdc_assets import state_columns
 from sharp_dagster.cdc.capture.collector import Collector, CollectStats
 from sharp_dagster.cdc.capture.collector_db import DbStateStore, saved_position
 from sharp_dagster.cdc.change import binlog_schema as bs
 from sharp_dagster.cdc.change.messages import BinlogMessage, encode
 from sharp_dagster.cdc.landing.done_markers import day_complete, hours_done, write_done_markers
 from sharp_dagster.cdc.landing.image_tables import read_typed_images
-from sharp_dagster.cdc.landing.land import LandingResult, land, quarantine_table_ref, raw_table_ref
+from sharp_dagster.cdc.landing.land import LandingResult, land
+from sharp_dagster.cdc.landing.raw_tables import quarantine_table_ref, raw_table_ref
 from sharp_dagster.cdc.merge.fold import initial_state, merge_day, merge_key
 from sharp_dagster.cdc.merge.result import SEQ_COLUMN
 from sharp_dagster.cdc.ods import merge as ods_merge
 from sharp_dagster.cdc.ods import stage as ods_stage
 from sharp_dagster.cdc.ods import store as ods_store
+from sharp_dagster.cdc.ods.columns import state_columns
 from sharp_dagster.cdc.ods.snapshot import read_binlog_position, snapshot_table
 from sharp_dagster.cdc.source.config import PASSWORD_ENV, MysqlSettings, SourceConfig, source_config_from_dict
 from sharp_dagster.demo.shop import SOURCE_DB, TABLES, shard_of_user
@@ -432,7 +433,7 @@ class Pipeline:
             self.rules,
             database=SOURCE_DB,
             prior_watermarks=self.log.watermarks,
-            # Typed as the landing asset types them: by the ODS states' columns (`cdc_assets.state_columns`).
+            # Typed as the landing asset types them: by the ODS states' columns (`cdc/ods/columns.state_columns`).
             image_columns=state_columns(self.store, self.source_config.databases[0].tables),
         )
         known = [x for x in (self.log.first_event_ts_ms, result.min_event_ts_ms) if x is not None]

@@ -13,7 +13,8 @@ from sharp_dagster.cdc.capture.collector_state import CollectorState, FileStateS
 from sharp_dagster.cdc.change.messages import BinlogMessage, encode
 from sharp_dagster.cdc.landing.done_markers import DoneMarkers, day_complete, hours_done, write_done_markers
 from sharp_dagster.cdc.landing.kafka_source import LandingError
-from sharp_dagster.cdc.landing.land import land, quarantine_table_ref, raw_table_ref
+from sharp_dagster.cdc.landing.land import land
+from sharp_dagster.cdc.landing.raw_tables import quarantine_table_ref, raw_table_ref
 from sharp_dagster.cdc.source.shards import ShardRules
 
 

@@ -41,7 +41,7 @@ RUN_SCRIPT = r"""
 import json, sys
 from sharp_dagster.cli.cdc import main
 from sharp_dagster.cdc.landing.done_markers import hours_done
-from sharp_dagster.cdc.landing.land import quarantine_table_ref, raw_table_ref
+from sharp_dagster.cdc.landing.raw_tables import quarantine_table_ref, raw_table_ref
 from sharp_dagster.settings import Settings
 from sharp_dagster.spark.iceberg import warehouse_tables
 from sharp_dagster.spark.session import build_spark_session

@@ -34,10 +34,9 @@ def _build(backend: str, tmp_path_factory) -> World:
     """Sample shop, broker, (PostgreSQL), ODS states bootstrapped and the first days landed."""
     from dagster import DagsterInstance
 
-    from sharp_dagster.assets.cdc_assets import KAFKA_ENV
     from sharp_dagster.definitions import defs
     from sharp_dagster.servers.broker import LocalBroker
-    from sharp_dagster.settings import Settings
+    from sharp_dagster.settings import KAFKA_ENV, Settings
     from sharp_dagster_tests.cdc_support import CdcFeed
 
     root = tmp_path_factory.mktemp(f"faults_{backend}")

@@ -36,7 +36,7 @@ def _expected_raw(day: str) -> list[tuple[str, int]]:
 
 
 def _landed_raw(world, day: str) -> list[tuple[str, int]]:
-    from sharp_dagster.cdc.landing.land import raw_table_ref
+    from sharp_dagster.cdc.landing.raw_tables import raw_table_ref
 
     tables = world.tables()
     name = tables.name(raw_table_ref(world.feed.database))
@@ -123,7 +123,7 @@ def _poison(world) -> dict[str, bytes]:
 def test_poison_messages_are_quarantined_and_the_landing_goes_on(world):
     from confluent_kafka import Producer
 
-    from sharp_dagster.cdc.landing.land import quarantine_table_ref
+    from sharp_dagster.cdc.landing.raw_tables import quarantine_table_ref
 
     day = D5
     before = len(_landings(world))

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from sharp_dagster.cdc.landing.land import RAW_DATABASE
 from sharp_dagster.cdc.landing.parser import utc_datetime
+from sharp_dagster.cdc.landing.raw_tables import RAW_DATABASE
 from sharp_dagster.spark.filesystem import file_system
 
 HOUR_MS = 3_600_000

@@ -81,31 +81,13 @@ from sharp_dagster.cdc.landing.kafka_source import (
     watched,
 )
 from sharp_dagster.cdc.landing.parser import HEARTBEAT, PARSED_COLUMNS, QUARANTINE, ROW, RecordParser
+from sharp_dagster.cdc.landing.raw_tables import QUARANTINE_COLUMNS, quarantine_table_ref, raw_table_ref
 from sharp_dagster.cdc.source.shards import ShardRules
 from sharp_dagster.spark.iceberg import IcebergTables
-from sharp_dagster.spark.tables import TableRef
 
-RAW_DATABASE = "original_binlog"
 DATA_COLUMNS = [name for name, _ in bs.RAW_BINLOG_COLUMNS]
-QUARANTINE_COLUMNS: list[tuple[str, str]] = [
-    ("reason", "string"),
-    ("kafka_topic", "string"),
-    ("kafka_partition", "int"),
-    ("kafka_offset", "bigint"),
-    ("kafka_timestamp_ms", "bigint"),
-    ("raw_value", "binary"),
-    ("quarantined_at_ms", "bigint"),
-]
 # Records per Spark task above which a topic with fewer partitions than cores is split into more tasks.
 SPLIT_ABOVE_RECORDS = 20_000
-
-
-def raw_table_ref(database: str) -> TableRef:
-    return TableRef(RAW_DATABASE, database, bs.RAW_BINLOG_PARTITION_COLUMNS)
-
-
-def quarantine_table_ref(database: str) -> TableRef:
-    return TableRef(RAW_DATABASE, f"{database}_quarantine", ("dt",))
 
 
 @dataclass

@@ -27,7 +27,7 @@ from sharp_dagster.cdc.ods.merge import StagedDay
 from sharp_dagster.cdc.ods.read import live_rows
 from sharp_dagster.cdc.ods.versions import ods_ref
 from sharp_dagster.spark.iceberg import IcebergTables
-from sharp_dagster.spark.wap import StalePublishError
+from sharp_dagster.spark.wap import StalePublishError, snapshot_properties
 
 
 @dataclass(frozen=True)
@@ -164,3 +164,21 @@ def _live_rows(store: IcebergTables, table: str, snapshot: int) -> int:
     if found is not None:
         return found
     return store.spark.sql(f"SELECT * FROM {store.name(ods_ref(table))} VERSION AS OF {snapshot}").count()
+
+
+def day_properties(
+    attempts: Mapping[str, tuple[str, Mapping[str, str]]], later: Sequence[str]
+) -> dict[str, dict[str, str]]:
+    """What each staged day's commits carry (`sharp.*`, as every log-driven table's): the attempt that merged it
+    (`attempts`: day -> its fencing token and properties, oldest day first) and the day. A later day re-merged
+    after a re-run names the re-run's last day's attempt.
+
+    >>> day_properties({"2024-01-02": ("7", {"job_id": "j"})}, ["2024-01-03"])["2024-01-03"]
+    {'sharp.token': '7', 'sharp.job_id': 'j', 'sharp.day': '2024-01-03'}
+    """
+    last = list(attempts.values())[-1]
+    out = {}
+    for day in [*attempts, *later]:
+        token, properties = attempts.get(day, last)
+        out[day] = snapshot_properties(token, {**properties, "day": day})
+    return out
