@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,6 +24,7 @@ from sharp_dagster.joblog.migrate import ensure_schema
 from sharp_dagster.joblog.models import alert_log
 from sharp_dagster.joblog.store import utcnow
 from sharp_dagster.redact import scrub, scrub_text
+from sharp_dagster.settings import alert_webhook_url
 
 log = logging.getLogger("sharp_dagster.alerts")
 
@@ -55,7 +55,7 @@ class AlertSink:
     @classmethod
     def from_env(cls, engine: Engine | None = None) -> AlertSink:
         """Webhook from `SHARP_ALERT_WEBHOOK_URL` (else the logger); de-duplicated when `engine` is given."""
-        return cls(os.environ.get("SHARP_ALERT_WEBHOOK_URL", "").strip() or None, engine)
+        return cls(alert_webhook_url(), engine)
 
     def send(self, kind: str, dedup_key: str, title: str, details: Mapping[str, Any] | None = None) -> bool:
         """Deliver an alert unless `dedup_key` was already delivered; returns whether it was delivered now."""

@@ -20,7 +20,9 @@ import signal
 import time
 from contextlib import AbstractContextManager, nullcontext
 
-ENV = "SHARP_FAILPOINTS"
+from sharp_dagster.settings import FAILPOINTS_ENV, failpoints_spec
+
+ENV = FAILPOINTS_ENV
 POINTS = ("after_claim", "mid_write", "after_audit", "after_publish")
 
 
@@ -30,7 +32,7 @@ class FailpointError(RuntimeError):
 
 def armed() -> dict[str, str]:
     """The armed points of this process: `{name: action}`; an unknown point or action is an error naming it."""
-    spec = os.environ.get(ENV, "").strip()
+    spec = (failpoints_spec() or "").strip()
     out: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in spec.split(","))):
         name, _, action = item.partition("=")
@@ -47,7 +49,7 @@ def failpoint(name: str, quiet: AbstractContextManager[object] | None = None) ->
 
     `quiet`: held while the process is frozen by `stop` (the claim's `Heartbeat.between_beats`), so it freezes
     between two transactions of its background threads, never inside one."""
-    if ENV not in os.environ:
+    if failpoints_spec() is None:
         return
     action = armed().get(name)
     if action is None:

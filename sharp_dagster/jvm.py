@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sharp_dagster.settings import REPO_ROOT
+from sharp_dagster.settings import REPO_ROOT, jvm_lib_dir
 
 POM = REPO_ROOT / "jvm" / "pom.xml"
 
@@ -31,8 +31,7 @@ class JvmPackagesMissing(RuntimeError):
 
 
 def lib_dir() -> Path:
-    value = os.environ.get("SHARP_JVM_LIB_DIR")
-    return Path(value).expanduser().resolve() if value else REPO_ROOT / "jvm" / "lib"
+    return jvm_lib_dir()
 
 
 def jars(module: str) -> list[Path]:

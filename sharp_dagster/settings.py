@@ -189,3 +189,72 @@ def kafka_bootstrap() -> str | None:
     """`SHARP_KAFKA_BOOTSTRAP`: the Kafka bootstrap servers of the binlog topics (`host:port,...`); None when unset."""
     return os.environ.get(KAFKA_ENV) or None
 
+
+# Every other variable the product reads, each by its own function (`sharp_dagster_tests/house/
+# test_environment_in_settings.py` keeps every read here). Where a value is checked or parsed, the module that uses
+# it does that and names the variable in its errors.
+
+
+def claim_timeout_text() -> str:
+    """`SHARP_CLAIM_TIMEOUT_S` as given, stripped (`joblog/heartbeat.claim_timeout_s` parses it)."""
+    return os.environ.get("SHARP_CLAIM_TIMEOUT_S", "").strip()
+
+
+def heartbeat_interval_text() -> str:
+    """`SHARP_HEARTBEAT_INTERVAL_S` as given, stripped (`joblog/heartbeat.heartbeat_interval_s` parses it)."""
+    return os.environ.get("SHARP_HEARTBEAT_INTERVAL_S", "").strip()
+
+
+def spark_log_level() -> str:
+    """`SHARP_SPARK_LOG_LEVEL`: Spark's log level, upper case; default ERROR."""
+    return os.environ.get("SHARP_SPARK_LOG_LEVEL", "ERROR").upper()
+
+
+def spark_driver_host() -> str:
+    """`SHARP_SPARK_DRIVER_HOST`: where a cluster's executors reach the driver; default loopback."""
+    return os.environ.get("SHARP_SPARK_DRIVER_HOST", "127.0.0.1")
+
+
+def spark_jars() -> list[str]:
+    """`SHARP_SPARK_JARS`: extra jars for Spark, separated by commas."""
+    return [j for j in os.environ.get("SHARP_SPARK_JARS", "").split(",") if j]
+
+
+def jvm_lib_dir() -> Path:
+    """`SHARP_JVM_LIB_DIR`: the folder of the Maven-fetched jars; default the repository's `jvm/lib`."""
+    return _path("SHARP_JVM_LIB_DIR", REPO_ROOT / "jvm" / "lib")
+
+
+def lineage_url() -> str | None:
+    """`SHARP_LINEAGE_URL`: the lineage explorer's base URL, stripped; None when unset."""
+    return os.environ.get("SHARP_LINEAGE_URL", "").strip() or None
+
+
+def openlineage_environment() -> dict[str, str]:
+    """The OpenLineage client's own variables (`OPENLINEAGE_*`), which the client reads itself: whether and how it
+    is configured, and the namespace of the events."""
+    return {k: v for k, v in os.environ.items() if k.startswith("OPENLINEAGE")}
+
+
+def alert_webhook_url() -> str | None:
+    """`SHARP_ALERT_WEBHOOK_URL`: where alerts are posted, stripped; None (alerts go to the log) when unset."""
+    return os.environ.get("SHARP_ALERT_WEBHOOK_URL", "").strip() or None
+
+
+FAILPOINTS_ENV = "SHARP_FAILPOINTS"
+
+
+def failpoints_spec() -> str | None:
+    """`SHARP_FAILPOINTS` as given (`failpoints.armed` parses it); None when the variable is not set at all."""
+    return os.environ.get(FAILPOINTS_ENV)
+
+
+def source_password(env: str) -> str:
+    """A source server's password, from the variable its config names (default `SHARP_CDC_MYSQL_PASSWORD`)."""
+    return os.environ.get(env, "")
+
+
+def dagster_home_given() -> str | None:
+    """`DAGSTER_HOME` as given (Dagster's own variable), None when unset or empty; `Settings.dagster_home` is the
+    resolved folder with its default."""
+    return os.environ.get("DAGSTER_HOME") or None

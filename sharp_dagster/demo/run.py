@@ -24,7 +24,7 @@ from sharp_dagster.demo.generator import GeneratorConfig, generate
 from sharp_dagster.demo.replay import replay_day
 from sharp_dagster.demo.sample_tables import register_sources, snapshot_table
 from sharp_dagster.servers.broker import LocalBroker
-from sharp_dagster.settings import DEFAULT_START, KAFKA_ENV, Settings, kafka_bootstrap
+from sharp_dagster.settings import DEFAULT_START, KAFKA_ENV, Settings, dagster_home_given, kafka_bootstrap
 from sharp_dagster.warehouse.cdc_layout import START, bootstrap_day, landing_assets, ods_tables
 
 # Dagster logs every step at DEBUG to the console; the demo prints its own progress instead.
@@ -60,7 +60,7 @@ def reset_demo_state(settings: Settings, out=sys.stdout) -> None:
         raise ValueError(f"the demo runs on a local warehouse folder, not {settings.warehouse_dir}")
     targets = [
         settings.warehouse_dir,
-        Path(os.environ.get("DAGSTER_HOME") or settings.dagster_home),
+        Path(dagster_home_given() or settings.dagster_home),
         demo_broker_dir(settings),
     ]
     if settings.log_db_url.startswith("sqlite:///"):

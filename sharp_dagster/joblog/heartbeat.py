@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from typing import Protocol
 
 from sharp_dagster.joblog.errors import ClaimLost
 from sharp_dagster.joblog.records import JobHandle
 from sharp_dagster.redact import scrub_text
+from sharp_dagster.settings import claim_timeout_text, heartbeat_interval_text
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ DEFAULT_CLAIM_TIMEOUT_S = 120.0
 
 def claim_timeout_s() -> float:
     """`SHARP_CLAIM_TIMEOUT_S`: seconds without heartbeat after which a claim may be taken over."""
-    raw = os.environ.get("SHARP_CLAIM_TIMEOUT_S", "").strip()
+    raw = claim_timeout_text()
     if not raw:
         return DEFAULT_CLAIM_TIMEOUT_S
     try:
@@ -48,7 +48,7 @@ def heartbeat_interval_s(timeout_s: float | None = None) -> float:
     before a healthy holder looks stale, whatever the timeout. An explicit interval must be below the timeout.
     """
     timeout = claim_timeout_s() if timeout_s is None else float(timeout_s)
-    raw = os.environ.get("SHARP_HEARTBEAT_INTERVAL_S", "").strip()
+    raw = heartbeat_interval_text()
     if not raw:
         return min(MAX_HEARTBEAT_INTERVAL_S, timeout / 4)
     try:

@@ -31,7 +31,6 @@ No Dagster import.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -55,7 +54,7 @@ from openlineage.client.transport.file import FileConfig, FileTransport
 from openlineage.client.uuid import generate_new_uuid
 
 from sharp_dagster.lineage.parser import ScriptLineage
-from sharp_dagster.settings import Settings
+from sharp_dagster.settings import Settings, openlineage_environment
 
 __all__ = [
     "EVENTS_FILE",
@@ -295,8 +294,9 @@ def events_path() -> Path:
 
 
 def _client_configured() -> bool:
-    return any(os.environ.get(k) for k in _CLIENT_ENV) or any(
-        k.startswith(OpenLineageClient.DYNAMIC_ENV_VARS_PREFIX) for k in os.environ
+    env = openlineage_environment()
+    return any(env.get(k) for k in _CLIENT_ENV) or any(
+        k.startswith(OpenLineageClient.DYNAMIC_ENV_VARS_PREFIX) for k in env
     )
 
 
@@ -313,11 +313,7 @@ def _client() -> OpenLineageClient:
             f"{OpenLineageClient.DEFAULT_URL_TRANSPORT_NAME.upper()}"
         )
         key = "env:" + repr(
-            sorted(
-                (k, v)
-                for k, v in os.environ.items()
-                if k.startswith("OPENLINEAGE") and not k.startswith(alias)
-            )
+            sorted((k, v) for k, v in openlineage_environment().items() if not k.startswith(alias))
         )
         if key not in _CLIENTS:
             _CLIENTS[key] = OpenLineageClient()
@@ -355,7 +351,7 @@ def emit_run_event(
             event_type,
             job_name=job_name,
             run_id=run_id,
-            namespace=os.environ.get("OPENLINEAGE_NAMESPACE", "sharp_dagster"),
+            namespace=openlineage_environment().get("OPENLINEAGE_NAMESPACE", "sharp_dagster"),
             warehouse_uri=_warehouse_uri(str(settings.warehouse_dir)),
             lineage=lineage,
             nominal_start=nominal_start,

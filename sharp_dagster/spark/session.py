@@ -18,7 +18,7 @@ from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from sharp_dagster import jvm
-from sharp_dagster.settings import Settings, warehouse_uri
+from sharp_dagster.settings import Settings, spark_driver_host, spark_jars, spark_log_level, warehouse_uri
 from sharp_dagster.spark.catalog import catalog_conf
 
 LOG4J_CONF = Path(__file__).with_name("log4j2.properties")
@@ -61,7 +61,7 @@ def build_spark_session(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     merged = dict(DEFAULT_CONF)
     merged["spark.sql.warehouse.dir"] = warehouse_uri(settings.warehouse_dir)
-    level = os.environ.get("SHARP_SPARK_LOG_LEVEL", "ERROR").upper()
+    level = spark_log_level()
     # Whole-stage code for wide aggregates (many data-quality rules in one scan) exceeds HotSpot's 8000-byte
     # JIT limit and would run interpreted; let the JIT compile it.
     java_opts = ["-XX:-DontCompileHugeMethods"]
@@ -71,8 +71,8 @@ def build_spark_session(
     merged["spark.executor.extraJavaOptions"] = "-XX:-DontCompileHugeMethods"
     if settings.spark_master.startswith("spark://"):
         # Executors on a cluster must reach the driver; on one machine that is loopback.
-        merged.setdefault("spark.driver.host", os.environ.get("SHARP_SPARK_DRIVER_HOST", "127.0.0.1"))
-        merged.setdefault("spark.driver.bindAddress", os.environ.get("SHARP_SPARK_DRIVER_HOST", "127.0.0.1"))
+        merged.setdefault("spark.driver.host", spark_driver_host())
+        merged.setdefault("spark.driver.bindAddress", spark_driver_host())
         merged.setdefault("spark.executor.memory", "512m")
     jars = _extra_jars(uses_packages="spark.jars.packages" in {**settings.spark_conf, **conf})
     if jars:
@@ -124,7 +124,7 @@ def _extra_jars(uses_packages: bool = False) -> list[str]:
     A user who resolves the same packages through `spark.jars.packages` (in `SHARP_SPARK_CONF`) needs no local
     copy; otherwise a missing copy is an error that says how to fetch it.
     """
-    jars = [j for j in os.environ.get("SHARP_SPARK_JARS", "").split(",") if j]
+    jars = spark_jars()
     if not uses_packages:
         jars += [str(j) for j in jvm.jars("spark") if str(j) not in jars]
     mariadb = Path("/usr/share/java/mariadb-java-client.jar")

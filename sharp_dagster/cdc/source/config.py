@@ -63,6 +63,7 @@ from sharp_dagster.cdc.source.config_fields import (
     read_start,
 )
 from sharp_dagster.cdc.source.shards import PHYSICAL_TABLE_COLUMN, ShardRule, ShardRules
+from sharp_dagster.settings import source_password
 
 PASSWORD_ENV = "SHARP_CDC_MYSQL_PASSWORD"
 DEFAULT_TOPIC_TEMPLATE = "binlog.{database}"
@@ -197,7 +198,7 @@ class MysqlSettings:
 
     @classmethod
     def from_env(cls, host: str, port: int, user: str, env: str = PASSWORD_ENV) -> MysqlSettings:
-        return cls(host=host, port=int(port), user=user, password=os.environ.get(env, ""))
+        return cls(host=host, port=int(port), user=user, password=source_password(env))
 
     def replication_settings(self) -> dict[str, Any]:
         """Connection settings in python-mysql-replication's form."""

@@ -7,8 +7,9 @@ loopback address `sharp-dagster lineage serve` listens on.
 
 from __future__ import annotations
 
-import os
 from urllib.parse import quote
+
+from sharp_dagster.settings import lineage_url
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "base_url", "table_path", "table_url"]
 
@@ -18,7 +19,7 @@ DEFAULT_PORT = 3070  # next to Dagster's UI (3000), unlikely to clash with it
 
 def base_url() -> str:
     """The explorer's base URL, without a trailing slash."""
-    url = os.environ.get("SHARP_LINEAGE_URL", "").strip() or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+    url = lineage_url() or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"SHARP_LINEAGE_URL must be an http(s) URL, got {url!r}")
     return url.rstrip("/")
