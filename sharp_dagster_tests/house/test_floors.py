@@ -24,7 +24,7 @@ FLOORS = {
         "jvm",
         "failpoints",
         "dagster_home",
-        "servers",
+        "servers",  # tooling on the ground, not the product: see TOOLING
     },
     1: {"joblog", "dqc", "cdc", "lineage", "spark", "alerts"},
     2: {"warehouse"},
@@ -35,6 +35,10 @@ FLOORS = {
 }
 FLOOR_OF = {part: floor for floor, parts in FLOORS.items() for part in parts}
 BESIDE = {"demo"}  # a user of the product: may import anything, imported by nothing
+# Test, benchmark and demo tooling (local servers: broker, MariaDB, HDFS, Spark cluster, dagster dev, SeaweedFS,
+# and how their processes start and stop). It lives in the package so the demo can start a broker, sits on the
+# ground (imports only the ground floor), and no part of the product imports it: only the demo, tests and bench.
+TOOLING = {"servers"}
 DAGSTER_FROM = 3  # the lowest floor that may import Dagster
 
 
@@ -116,6 +120,33 @@ def test_the_scan_sees_an_upward_import(tmp_path):
         assert [m for _, m in _imports(module)] == ["sharp_dagster.warehouse", "dagster", "sharp_dagster.cli"]
     finally:
         PACKAGE = saved
+
+
+def _tooling_offenders(package: Path) -> list[str]:
+    """Imports of the tooling (`TOOLING`) from a part of the product (anything but the tooling and the demo)."""
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        part = path.relative_to(package).parts[0].removesuffix(".py")
+        if part in TOOLING | BESIDE:
+            continue
+        for line, module in _imports(path):
+            if _part(module) in TOOLING:
+                offenders.append(f"{path.relative_to(package.parent)}:{line}: {module}")
+    return offenders
+
+
+def test_no_part_of_the_product_imports_the_tooling():
+    assert _tooling_offenders(PACKAGE) == []
+
+
+def test_the_tooling_scan_sees_an_import_of_the_servers(tmp_path, monkeypatch):
+    package = tmp_path / "sharp_dagster"
+    monkeypatch.setattr(f"{__name__}.PACKAGE", package)  # `_imports` resolves modules against it
+    (package / "assets").mkdir(parents=True)
+    (package / "demo").mkdir()
+    (package / "assets" / "bad.py").write_text("from sharp_dagster.servers.broker import LocalBroker\n")
+    (package / "demo" / "ok.py").write_text("from sharp_dagster.servers.broker import LocalBroker\n")
+    assert _tooling_offenders(package) == ["sharp_dagster/assets/bad.py:1: sharp_dagster.servers.broker"]
 
 
 def test_no_file_is_over_500_lines():
