@@ -3,8 +3,9 @@
 `ods_upkeep` schedule (`SHARP_ODS_UPKEEP_CRON`, UTC), keeping `SHARP_ODS_TAG_RETENTION_DAYS` days of tags.
 
 Each run is a job-log attempt like any other (job name `ods_upkeep.<table>`, the day of the run as its period,
-one step per table with the procedures' counts), so `sharp-dagster log` shows it; a failure is recorded scrubbed,
-alerted once and reaches Dagster as a `Failure`.
+one step per table with the procedures' counts), so `sharp-dagster log` shows it; its claim, heartbeats and failure
+(recorded scrubbed, alerted once, reaching Dagster as a `Failure`) go through the same lifecycle as the landing's
+(`publish/claimed_range.py`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,8 @@ from datetime import UTC, date, datetime, timedelta
 from dagster import AssetKey, AssetsDefinition, MaterializeResult, MetadataValue, asset
 
 from sharp_dagster.cdc.ods.upkeep import ods_upkeep_refs, upkeep_table
-from sharp_dagster.joblog import FAILURE, SUCCESS, ClaimRefused
-from sharp_dagster.joblog.heartbeat import heartbeat_interval_s
-from sharp_dagster.logdriven import PROJECT_NAME, alert_attempt_failure, job_log_or_fail
-from sharp_dagster.publish.failures import as_failure, error_text
-from sharp_dagster.redact import scrub_text
+from sharp_dagster.logdriven import job_log_or_fail
+from sharp_dagster.publish.claimed_range import claimed_range
 from sharp_dagster.settings import ods_compact_options, ods_tag_retention_days
 from sharp_dagster.warehouse.cdc_layout import OdsTable
 
@@ -71,28 +69,18 @@ def build_ods_upkeep_asset(ods_table: OdsTable) -> AssetsDefinition:
         retention, options = ods_tag_retention_days(), ods_compact_options()
         jl = job_log_or_fail()  # first: the catalog lives in the job log's database too
         job_name, window = upkeep_job_name(name), UpkeepDay(datetime.now(UTC).date())
-        try:
-            handle = jl.claim(job_name, window, context.run_id, window.range_start, project_name=PROJECT_NAME)
-        except ClaimRefused as exc:
-            raise as_failure(exc, f"{job_name}: duplicate run refused") from None
         results = []
-        try:
-            # Heartbeats keep the claim while a compaction runs (a silent holder is taken over as stale).
-            with jl.heartbeating(handle, heartbeat_interval_s()):
-                store = context.resources.spark.store()
-                for ref in ods_upkeep_refs(store, name):
-                    with jl.step(handle, ref.database, source_type="iceberg", target_type="iceberg") as rec:
-                        result = upkeep_table(store, ref, retention, options)
-                        rec.source_count = result.storage_before["files"]
-                        rec.target_count = result.storage_after["files"]
-                        rec.info(json.dumps(result.to_dict()))
-                    results.append(result)
-            jl.finish(handle, SUCCESS)
-        except BaseException as exc:
-            message = scrub_text(error_text(exc))
-            jl.finish(handle, FAILURE, error=message)
-            alert_attempt_failure(jl, handle, context.run_id, message)
-            raise as_failure(exc, f"{job_name} [{window.range_start}]") from None
+        # The one lifecycle of a run whose window is not a partition: claim, heartbeats while a compaction runs
+        # (a silent holder is taken over as stale), FAILURE recorded scrubbed and alerted once.
+        with claimed_range(context, job_name, window, None, partition_key=window.range_start) as handle:
+            store = context.resources.spark.store()
+            for ref in ods_upkeep_refs(store, name):
+                with jl.step(handle, ref.database, source_type="iceberg", target_type="iceberg") as rec:
+                    result = upkeep_table(store, ref, retention, options)
+                    rec.source_count = result.storage_before["files"]
+                    rec.target_count = result.storage_after["files"]
+                    rec.info(json.dumps(result.to_dict()))
+                results.append(result)
         return MaterializeResult(
             metadata={
                 "retention_days": retention,

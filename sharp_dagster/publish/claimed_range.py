@@ -1,5 +1,6 @@
-"""The lifecycle of a run whose job-log window is a range of offsets, not a period: the hourly landing's claim,
-heartbeat, fence and alerts, shared with every log-driven asset (`materialize.py`)."""
+"""The lifecycle of a run whose job-log window is not a period of its partitions: the hourly landing's range of
+offsets, the ODS upkeep's day of running. Its claim, heartbeat, fence and alerts, shared with every log-driven
+asset (`materialize.py`)."""
 
 from __future__ import annotations
 
@@ -22,16 +23,18 @@ def claimed_range(
     context: Any,
     job_name: str,
     window: Any,
-    incremental_type: str,
+    incremental_type: str | None,
     application_id: str | None = None,
+    partition_key: str | None = None,
 ) -> Iterator[JobHandle]:
-    """The lifecycle of a run whose job-log window is a range, not a period (the hourly landing's Kafka offsets):
-    claim (token, heartbeat) → the caller's steps, which fence with `JobLog.assert_current` before anything
-    downstream can see their result → SUCCESS. Any failure records FAILURE (scrubbed), alerts once and reaches
-    Dagster as a scrubbed `Failure`. Ranges have no order check and no upstream gate: the next range starts where
-    the last successful one ended (`joblog/incremental.py`)."""
+    """The lifecycle of a run whose job-log window is a range, not a period (the hourly landing's Kafka offsets,
+    the upkeep's day): claim (token, heartbeat) → the caller's steps, which fence with `JobLog.assert_current`
+    before anything downstream can see their result → SUCCESS. Any failure records FAILURE (scrubbed), alerts once
+    and reaches Dagster as a scrubbed `Failure`. Ranges have no order check and no upstream gate: the next range
+    starts where the last successful one ended (`joblog/incremental.py`). The claim's partition key is
+    `partition_key`, else the run's partitions (`run_label`)."""
     jl = job_log_or_fail()
-    label = run_label(context)
+    label = partition_key or run_label(context)
     try:
         handle = jl.claim(
             job_name,
