@@ -13,7 +13,7 @@ from decimal import Decimal
 
 from sharp_dagster.cdc.merge.fold import merge_day
 from sharp_dagster.cdc.ods import merge as ods_merge
-from sharp_dagster_tests.cdc.test_merge_reference import change, changes_frame, state_frame
+from sharp_dagster_tests.cdc.merge_reference import change, changes_frame, state_frame
 
 BOOT, DAY1, DAY2 = "2024-01-01", "2024-01-02", "2024-01-03"
 

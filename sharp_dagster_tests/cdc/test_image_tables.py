@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 
 from sharp_dagster.cdc.landing.image_tables import images_table_ref, read_typed_images, write_typed_images
 from sharp_dagster.cdc.merge.fold import merge_day
-from sharp_dagster_tests.cdc.test_merge_reference import change, changes_frame, collect_state, state_frame
+from sharp_dagster_tests.cdc.merge_reference import change, changes_frame, collect_state, state_frame
 
 KNOWN = {"orders": [("id", "bigint"), ("amount", "decimal(12,2)"), ("note", "string")]}
 
@@ -90,7 +90,7 @@ def test_the_merge_of_the_typed_images_equals_the_merge_of_the_raw_rows(spark, t
     assert sorted(from_typed, key=lambda r: r["id"]) == sorted(from_raw, key=lambda r: r["id"])
     assert {r["id"]: r["amount"] for r in from_typed if not r["_is_deleted"]} == {4: Decimal("4.75")}
 
-    from sharp_dagster.cdc.landing.land import raw_table_ref
+    from sharp_dagster.cdc.landing.raw_tables import raw_table_ref
     from sharp_dagster.cdc.merge.change_source import day_changes
 
     orders, raw = ("shop", "orders"), raw_table_ref("shop")
@@ -100,7 +100,7 @@ def test_the_merge_of_the_typed_images_equals_the_merge_of_the_raw_rows(spark, t
 
 
 def test_the_merge_reads_the_raw_rows_when_the_images_are_incomplete_or_do_not_fit(spark, table_store):
-    from sharp_dagster.cdc.landing.land import raw_table_ref
+    from sharp_dagster.cdc.landing.raw_tables import raw_table_ref
     from sharp_dagster.cdc.merge.change_source import day_changes, raw_counts_by_day
     from sharp_dagster.cdc.merge.fold import table_events
 

@@ -8,7 +8,7 @@ import pytest
 
 from sharp_dagster.cdc.change.images import image_columns, typed_images
 from sharp_dagster.cdc.merge.fold import merge_day
-from sharp_dagster_tests.cdc.test_merge_reference import change, changes_frame, collect_state, state_frame
+from sharp_dagster_tests.cdc.merge_reference import change, changes_frame, collect_state, state_frame
 
 COLUMNS = [("id", "bigint"), ("qty", "int"), ("amount", "decimal(20,4)"), ("note", "string")]
 

@@ -11,7 +11,7 @@ import pytest
 
 from sharp_dagster.cdc.merge.fold import merge_day, merge_key
 from sharp_dagster.cdc.source.config import ConfigError, source_config_from_dict
-from sharp_dagster_tests.cdc.test_merge_reference import (
+from sharp_dagster_tests.cdc.merge_reference import (
     DELETED,
     SEQ,
     change,

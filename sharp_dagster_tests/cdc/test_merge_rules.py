@@ -16,7 +16,7 @@ from sharp_dagster.cdc.merge.fold import (
     published,
     table_events,
 )
-from sharp_dagster_tests.cdc.test_merge_reference import (
+from sharp_dagster_tests.cdc.merge_reference import (
     DELETED,
     SEQ,
     change,

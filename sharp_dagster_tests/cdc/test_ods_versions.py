@@ -15,8 +15,7 @@ from sharp_dagster.cdc.ods import merge as ods_merge
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.versions import day_tag, ods_ref
 from sharp_dagster.spark.wap import StalePublishError
-from sharp_dagster_tests.cdc.test_merge_random import COLUMNS, KEY, scenario
-from sharp_dagster_tests.cdc.test_merge_reference import (
+from sharp_dagster_tests.cdc.merge_reference import (
     DELETED,
     SEQ,
     change,
@@ -25,6 +24,7 @@ from sharp_dagster_tests.cdc.test_merge_reference import (
     seq_of,
     state_frame,
 )
+from sharp_dagster_tests.cdc.merge_scenarios import COLUMNS, KEY, scenario
 
 TABLE = "orders_v"
 SHARD = "source_table"

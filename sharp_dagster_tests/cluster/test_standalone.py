@@ -170,7 +170,7 @@ def _env(data_dir: Path, sample_dir: Path, dagster_home: Path, **settings: str) 
 
 def _cluster_env(tmp_path: Path, sample_dir: Path, cluster, hdfs, pg_server, events: Path) -> dict[str, str]:
     """The production profile: deploy/dagster.yaml and deploy/sharp.env's settings pointed at this machine."""
-    from sharp_dagster_tests.cluster.test_deploy import env_file_settings
+    from sharp_dagster_tests.cluster.deploy_support import env_file_settings
 
     home = tmp_path / "cluster_dagster_home"
     home.mkdir()

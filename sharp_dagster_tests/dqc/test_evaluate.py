@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
 from sharp_dagster.dqc.context import RuleContext
-from sharp_dagster.dqc.evaluate import RuleResult, compare, judge, quality_score
+from sharp_dagster.dqc.evaluate import compare, judge, quality_score
 from sharp_dagster.dqc.runner import alert_failures, blocking_failures
 from sharp_dagster_tests.dqc.conftest import make_rule
+from sharp_dagster_tests.dqc.rule_results import _result
 
 
 @pytest.mark.parametrize(
@@ -60,16 +60,6 @@ def test_a_non_numeric_measure_fails_with_a_message():
                      comparator="=", expect=0)  # fmt: skip
     v = judge(rule, "paid", RuleContext())
     assert not v.passed and "not a number" in v.message
-
-
-def _result(rule_id, severity, dimension, passed, downgraded=False, partition="2024-01-01"):
-    return RuleResult(
-        rule_id=rule_id, rule_version="v1", asset="dwd/order_detail", partition=partition, template="null_count",
-        dimension=dimension, severity=severity, comparator="=", actual=1.0, expected=0.0, lower_bound=None,
-        upper_bound=None, passed=passed, downgraded=downgraded, downgrade_reason="few points" if downgraded else None,
-        message=f"{rule_id} {'PASS' if passed else 'FAIL'}", failing_keys=[{"order_id": 7}],
-        evaluated_at=datetime(2024, 1, 2, 3, 4, 5), elapsed_ms=1.5, run_id="run-9",
-    )  # fmt: skip
 
 
 RESULTS = [

@@ -9,7 +9,7 @@ import pytest
 
 import sharp_dagster.cli.main as top
 from sharp_dagster.dqc.report import expectation_text
-from sharp_dagster_tests.dqc.test_evaluate import _result
+from sharp_dagster_tests.dqc.rule_results import _result
 
 EXAMPLES = Path(__file__).parent / "rules"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

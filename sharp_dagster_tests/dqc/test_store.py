@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from sharp_dagster.dqc.store import dqc_result
-from sharp_dagster_tests.dqc.test_evaluate import _result
+from sharp_dagster_tests.dqc.rule_results import _result
 
 
 def test_migration_0002_creates_the_model_table_and_downgrades(db_url, dqc_store):

@@ -7,7 +7,7 @@ import time
 
 from sharp_dagster.settings import ods_compact_options
 from sharp_dagster_tests.conftest import fresh_tables
-from sharp_dagster_tests.house.test_benches import BENCH, _load
+from sharp_dagster_tests.house.bench_support import BENCH, _load
 
 
 def test_the_quick_run_measures_every_part(spark, tmp_path):

@@ -4,15 +4,14 @@ it to the end. The Spark-heavy ones (a minute or more each) are left to `run_all
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from sharp_dagster_tests.house.bench_support import BENCH, _load
+
 MODULES = sorted(BENCH.glob("*.py"))
 
 # --quick runs of a few seconds each, with no Spark session and no server (pending_queue: SQLite only), and the
@@ -21,18 +20,6 @@ QUICK = {
     "lineage": ([], {0}),
     "pending_queue": (["--no-postgres", "--calls", "5"], {0, 1}),
 }
-
-
-def _load(path: Path):
-    name = f"bench_module_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(name, None)
-    return module
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.stem)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import sys
@@ -14,6 +13,7 @@ from sharp_dagster.cli import lineage as lineage_cli
 from sharp_dagster.cli.main import CliError
 
 from .conftest import make_catalog
+from .util import run_direct
 
 
 def run_main(monkeypatch, argv: list[str], stdin: str = "") -> int:
@@ -23,13 +23,6 @@ def run_main(monkeypatch, argv: list[str], stdin: str = "") -> int:
         )
     monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
     return project_cli.main(argv)
-
-
-def run_direct(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser()
-    lineage_cli.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
 
 
 @pytest.fixture()

@@ -200,7 +200,7 @@ def test_alias_holding_a_dot_gives_a_column_edge_not_a_key_error():
 def test_lineage_cli_check_and_graph_with_a_dotted_alias(monkeypatch, tmp_path: Path, capsys):
     from sharp_dagster.cli import lineage as lineage_cli
 
-    from .test_cli import run_direct
+    from .util import run_direct
 
     catalog = make_catalog(dwd__detail="SELECT order_id AS `o.id`, amount FROM ods.orders")
     monkeypatch.setattr(lineage_cli, "_load_catalog", lambda: catalog)

@@ -7,7 +7,7 @@ import pytest
 from sharp_dagster.demo.generator import generate
 from sharp_dagster_tests.joblog.pgserver import PostgresServer, unavailable_reason
 from sharp_dagster_tests.logdriven.conftest import SMALL
-from sharp_dagster_tests.logdriven.test_kill import kill_then_takeover
+from sharp_dagster_tests.logdriven.kill_support import kill_then_takeover
 
 
 @pytest.fixture(scope="module")

@@ -7,51 +7,20 @@ script, this file is the worker of the two-process test.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from sharp_dagster.spark.catalog import apply_catalog_conf, catalog_conf, jdbc_catalog_props
 from sharp_dagster.spark.iceberg import IcebergTables
-from sharp_dagster.spark.tables import MissingPartitionError, TableRef
+from sharp_dagster.spark.tables import MissingPartitionError
 from sharp_dagster.spark.wap import StalePublishError, branch_name
-
-REF = TableRef("ods", "orders")
-_names = itertools.count()
-
-
-@dataclass(frozen=True)
-class _Settings:
-    warehouse_dir: Path
-    log_db_url: str
-
-
-@pytest.fixture()
-def ice(spark, tmp_path) -> IcebergTables:
-    settings = _Settings(tmp_path / "warehouse", f"sqlite:///{tmp_path / 'sharp_log.db'}")
-    catalog = f"ice{os.getpid()}_{next(_names)}"
-    apply_catalog_conf(spark, catalog_conf(settings, catalog=catalog))
-    return IcebergTables(spark, catalog)
-
-
-def _rows(spark, dt: str, n: int, tag: str):
-    return spark.createDataFrame([(i, tag, dt) for i in range(n)], "id BIGINT, v STRING, dt STRING")
-
-
-def _content(ice: IcebergTables, ref: TableRef = REF) -> dict[str, tuple[int, tuple[str, ...]]]:
-    """dt -> (row count, distinct tags) on main."""
-    ice.register(ref, refresh=True)
-    rows = ice.spark.sql(
-        f"SELECT dt, count(*) AS n, sort_array(collect_set(v)) AS tags FROM {ice.name(ref)} GROUP BY dt"
-    ).collect()
-    return {r.dt: (r.n, tuple(r.tags)) for r in rows}
+from sharp_dagster_tests.spark.iceberg_support import REF, _content, _names, _rows, _Settings
 
 
 # ---------------------------------------------------------------- catalog conf

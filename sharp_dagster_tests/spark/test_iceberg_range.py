@@ -6,10 +6,7 @@ import pytest
 
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.spark.wap import StalePublishError
-from sharp_dagster_tests.spark import test_iceberg
-from sharp_dagster_tests.spark.test_iceberg import REF, _content, _rows
-
-ice = test_iceberg.ice  # the fixture: a catalog of the test's own
+from sharp_dagster_tests.spark.iceberg_support import REF, _content, _rows
 
 
 def _snapshots(ice) -> int:
