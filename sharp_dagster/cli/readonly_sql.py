@@ -1,15 +1,18 @@
 """`sharp-dagster sql` runs queries only: the statement is judged by Spark's own parser before anything runs.
 
-The text is parsed with the session's parser (`sessionState.sqlParser.parsePlan`), the parsed plan is walked node
-by node, subqueries and CTE bodies included, and the plan that runs is that same plan (`Dataset.ofRows`): the text
-is never parsed a second time. Every node must be on an allow-list: the operators of a query (SELECT, WITH, VALUES, TABLE, set
-operations, joins, ...), SHOW and DESCRIBE commands, and EXPLAIN / DESCRIBE QUERY of such a query. Anything else is
-refused with the command that does it properly: writes and DDL change published tables without the job log
-knowing (the next downstream run then reads a partition that is gone), `CALL` runs Iceberg procedures such as
+The text is parsed with the session's parser (`sessionState.sqlParser.parsePlan`), and the plan that runs is that
+same plan (`Dataset.ofRows`): the text is never parsed a second time. A query (SELECT, WITH, VALUES, TABLE, pipe
+syntax, set operations, joins, ...) goes through `dqc/plan_walk.py`, the walk the `custom_sql` rules go through:
+its parsed plan and then its analysed plan (never executed), every field of every node (window definitions, hints,
+lambda bodies, subqueries), against the rules' allow-lists of `dqc/allowlist.py` -- only the relations differ: the
+operator may read any table or view of the catalogs, at any version. So the functions that call a Java method
+(`reflect`, `java_method`), run the XML parser (`from_xml`, `xpath_*`, `schema_of_xml`: URLs and files),
+read files (`read_files`, `input_file_name`) or raise errors carrying any text are refused here as in a rule.
+SHOW and DESCRIBE commands, and EXPLAIN / DESCRIBE QUERY of a query, run too. Anything else is refused with the
+command that does it properly: writes and DDL change published tables without the job log knowing (the next
+downstream run then reads a partition that is gone), `CALL` runs Iceberg procedures such as
 `rollback_to_snapshot`, and session commands (SET, USE, ADD JAR, CACHE, ...) have no effect on a one-query process
-or load code. A node Spark adds in a later version is refused until it is judged and listed here. The functions
-that call a Java method by name (`reflect`, `java_method`, `try_reflect`) are refused too: through them a query
-could do whatever a static method does.
+or load code. A node Spark adds in a later version is refused until it is judged and listed.
 
 While the query runs, `spark.sql.runSQLOnFiles` is off (no ``parquet.`/any/path` `` relation reaches a file beside
 the warehouse) and `${...}` variable substitution is off (the parser reads the text as written).
@@ -23,19 +26,9 @@ from typing import Any
 
 from sharp_dagster.cli.main import CliError
 from sharp_dagster.spark.java import java_session, jvm
+from sharp_dagster.dqc import plan_walk as pw
+from sharp_dagster.dqc.sqlguard import SqlRejected
 
-# The logical operators Spark's parser produces for a query (pyspark 4.x names, `getSimpleName()` of the class).
-QUERY_NODES = frozenset(
-    {
-        "Project", "Filter", "Aggregate", "UnresolvedHaving", "Sort", "GlobalLimit", "LocalLimit", "Offset",
-        "Tail", "Distinct", "Deduplicate", "Union", "Intersect", "Except", "Join", "LateralJoin", "Generate",
-        "SubqueryAlias", "UnresolvedSubqueryColumnAliases", "UnresolvedRelation", "RelationTimeTravel",
-        "UnresolvedInlineTable", "LocalRelation", "OneRowRelation", "UnresolvedWith", "WithCTE",
-        "CTERelationDef", "CTERelationRef", "Sample", "Pivot", "Unpivot", "UnresolvedHint",
-        "RepartitionByExpression", "Repartition", "RebalancePartitions", "WithWindowDefinition", "Window",
-        "UnresolvedTableValuedFunction", "UnresolvedTVFAliases", "PipeOperator", "Range", "Expand",
-    }
-)  # fmt: skip
 # SHOW and DESCRIBE commands, and the unresolved names they take as children.
 METADATA_NODES = frozenset(
     {
@@ -46,8 +39,6 @@ METADATA_NODES = frozenset(
         "UnresolvedTable", "UnresolvedFunctionName",
     }
 )  # fmt: skip
-# Functions that call any static Java method by name: a query using them could do anything a method can.
-JAVA_CALLS = frozenset({"reflect", "java_method", "try_reflect"})
 # Commands that wrap a query: allowed when the query they wrap is (the wrapped plan is not one of their children).
 WRAPPERS = {"ExplainCommand": "logicalPlan", "DescribeQueryCommand": "plan"}
 
@@ -81,54 +72,78 @@ _ADVICE = [
 _DEFAULT_ADVICE = "`sql` runs one query (SELECT/WITH/VALUES/TABLE, SHOW, DESCRIBE, EXPLAIN of a query)"
 
 
-def _seq(scala_seq: Any) -> list[Any]:
-    return [scala_seq.apply(i) for i in range(scala_seq.size())]
+class AnyTable(pw.Relations):
+    """The operator may read any table or view of the catalogs (by name: paths are off, `runSQLOnFiles`), at any
+    version; a view's own plan is walked like the query's."""
+
+    subject = "the statement"
+
+    def relation(self, node, parts: list[str], scope: frozenset[str]) -> None:
+        return None
+
+    def time_travel(self, relation, parts: list[str]) -> None:
+        return None
+
+    def analysed_leaf(self, walker: pw.Walker, node, cls: str) -> bool:
+        if pw.is_view(cls):
+            walker.walk(node.child(), analysed=True)
+            return True
+        if pw.is_table(cls):
+            if pw.table_name(node, cls) is None:
+                raise SqlRejected(
+                    f"the statement reads {node.nodeName()} by path, not a table of the catalog"
+                )
+            return True
+        return False
 
 
-def _nodes(plan: Any) -> Iterator[Any]:
-    """The plan's nodes, depth first: children, inner children (CTE bodies) and subquery plans."""
+def _advice(kind: str) -> str:
+    return next((a for words, a in _ADVICE if any(w in kind.lower() for w in words)), _DEFAULT_ADVICE)
+
+
+def _not_a_query(kind: str) -> str:
+    return f"`sql` is read-only and this statement is not a query ({kind}): {_advice(kind)}"
+
+
+def _metadata_refusal(walker: pw.Walker, plan: Any) -> None:
+    """A SHOW / DESCRIBE command: every node one of them or the names they take, every expression allowed."""
     stack = [plan]
     while stack:
         node = stack.pop()
-        yield node
-        stack.extend(_seq(node.children()))
-        stack.extend(_seq(node.innerChildren()))
-        stack.extend(_seq(node.subqueries()))
+        kind = node.getClass().getSimpleName()
+        if kind not in METADATA_NODES:
+            raise pw.PlanRefused(_not_a_query(kind), None, kind)
+        subqueries: list[tuple[Any, frozenset[str]]] = []
+        for expr in pw.field_expressions(walker.jvm, node):
+            walker.expression(expr, frozenset(), subqueries)
+        if subqueries:
+            raise SqlRejected("a SHOW or DESCRIBE command may not hold a subquery")
+        stack.extend(pw.seq_items(node.children()))
 
 
-def _calls_java(node: Any) -> str | None:
-    """The first function of the node's expressions that calls a Java method by name (a read-only query cannot
-    judge what that method does), or whose name is computed (`IDENTIFIER(...)(...)`) and so cannot be judged."""
-    stack = _seq(node.expressions())
-    while stack:
-        expr = stack.pop()
-        kind = expr.getClass().getSimpleName()
-        if kind == "ExpressionWithUnresolvedIdentifier":
-            return "IDENTIFIER(...) as a function name"
-        if kind == "UnresolvedFunction":
-            name = str(_seq(expr.nameParts())[-1]).lower()
-            if name in JAVA_CALLS:
-                return name
-        stack.extend(_seq(expr.children()))
-    return None
-
-
-def refusal(plan: Any) -> str | None:
-    """Why `plan` (a parsed, unresolved Spark plan) is not a read-only query; None when it is one."""
+def judge_plan(spark: Any, plan: Any) -> None:
+    """CliError unless `plan` (a parsed, unresolved Spark plan) is one read-only query, SHOW, DESCRIBE or EXPLAIN of
+    one: the query walked by `dqc/plan_walk.py` against the rules' allow-lists, parsed and then analysed (never
+    executed); a relation may be any table of the catalogs."""
     name = plan.getClass().getSimpleName()
     if name in WRAPPERS:
-        return refusal(getattr(plan, WRAPPERS[name])())
-    allowed = METADATA_NODES if name in METADATA_NODES else QUERY_NODES
-    for node in _nodes(plan):
-        kind = node.getClass().getSimpleName()
-        if kind not in allowed:
-            advice = next(
-                (a for words, a in _ADVICE if any(w in kind.lower() for w in words)), _DEFAULT_ADVICE
-            )
-            return f"`sql` is read-only and this statement is not a query ({kind}): {advice}"
-        java = _calls_java(node)
-        if java:
-            return f"`sql` is read-only and {java} runs a Java method of its choosing: {_DEFAULT_ADVICE}"
+        return judge_plan(spark, getattr(plan, WRAPPERS[name])())
+    walker = pw.Walker(spark._jvm, AnyTable())
+    try:
+        if name in METADATA_NODES:
+            _metadata_refusal(walker, plan)
+            return None
+        walker.walk(plan, analysed=False)
+        mode = spark._jvm.org.apache.spark.sql.execution.CommandExecutionMode.SKIP()
+        try:
+            analysed = spark._jsparkSession.sessionState().executePlan(plan, mode).analyzed()
+        except Exception as exc:  # noqa: BLE001 - a Py4J error carrying Spark's AnalysisException
+            raise CliError(f"SQL failed: {sql_error(exc)}") from None
+        walker.walk(analysed, analysed=True)
+    except pw.PlanRefused as exc:
+        raise CliError(_not_a_query(exc.node)) from None
+    except SqlRejected as exc:
+        raise CliError(f"`sql` is read-only: {exc}") from None
     return None
 
 
@@ -175,9 +190,7 @@ def check_read_only(spark: Any, text: str) -> Any:
         plan = parse_plan(spark, text)
     except Exception as exc:  # noqa: BLE001 - a Py4J error carrying Spark's ParseException
         raise CliError(f"SQL failed: {sql_error(exc)}") from None
-    why = refusal(plan)
-    if why:
-        raise CliError(why)
+    judge_plan(spark, plan)
     return plan
 
 

@@ -30,10 +30,12 @@ PLAN_NODES = frozenset(
     f"analysis.{n}"
     for n in "UnresolvedHaving UnresolvedInlineTable UnresolvedSubqueryColumnAliases UnresolvedTVFAliases".split()
 )
+# `FROM t |> ...`: pipe syntax's marker is a plan node of the expressions package.
+PLAN_NODES |= {"expressions.PipeOperator"}
 # Relations: checked by name, never walked into (the staged rows' own plan is the pipeline's, not the rule's).
 UNRESOLVED_RELATION = "analysis.UnresolvedRelation"
 # `t VERSION AS OF v` / `t TIMESTAMP AS OF ts`: a read of a version of table `t` (an ODS table's day is its tag),
-# allowed when `t` is a declared table (`plan_guard._time_travel`; its relation is a field, not a child).
+# allowed when `t` is a declared table (`plan_walk.Walker._time_travel`; its relation is a field, not a child).
 TIME_TRAVEL = "analysis.RelationTimeTravel"
 UNRESOLVED_TABLE_FUNCTION = "analysis.UnresolvedTableValuedFunction"
 VIEW = "plans.logical.View"
@@ -59,7 +61,7 @@ EXPRESSIONS = (
         LateralSubquery OuterReference GetStructField GetArrayStructFields GetArrayItem GetMapValue KnownNullable
         KnownNotNull With CommonExpressionDef CommonExpressionRef TryEval PreciseTimestampConversion
         ResolvedCollation Grouping GroupingID Rollup Cube GroupingSets aggregate.AggregateExpression
-        UnresolvedNamedLambdaVariable"""
+        UnresolvedNamedLambdaVariable PipeExpression UnresolvedWindowExpression"""
     )
     # The parser's unresolved forms (function names are checked against the builtin registry, below).
     | frozenset(

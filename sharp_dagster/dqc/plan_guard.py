@@ -5,7 +5,7 @@ own reading, and where two tokenizers disagree (comments, strings, escapes) text
 the other. So before a rule's query runs, this module judges exactly the text Spark will run, as Spark reads it:
 
 1. parse it with the session's parser (`sessionState.sqlParser.parsePlan`, the parser `spark.sql` uses) and walk
-   the *parsed* plan: every node a query operator of `allowlist.PLAN_NODES` (no command, script, EXECUTE
+   the *parsed* plan (`plan_walk.Walker`, the one walk `sharp-dagster sql` uses too, every field of every node): every node a query operator of `allowlist.PLAN_NODES` (no command, script, EXECUTE
    IMMEDIATE, IDENTIFIER, data source), every relation the staged rows, a CTE in scope at that point, or a table of
    the rule's `reads:` (also read at a version: `VERSION AS OF '2024-01-31'`, how an ODS table's day is read); every function a single-part builtin whose class is allowed. Only a plan that passed this
    reaches the analyzer, so analysis never resolves a path, a persistent function or a statement;
@@ -13,7 +13,8 @@ the other. So before a rule's query runs, this module judges exactly the text Sp
    and walk the *analysed* plan: every plan node, every expression (subqueries' plans included) an allowed class,
    every leaf relation the staged view, a CTE, or a declared table (an Iceberg/catalog table, not a view).
 
-Anything else is refused with a `SqlRejected` naming it and its line in the SQL. The verdict is cached per
+This module holds what is the rules' own: which relations a rule may read (`RuleRelations`), the verdict cache and
+the session settings. Anything else is refused with a `SqlRejected` naming it and its line in the SQL. The verdict is cached per
 rendered SQL (the staged view's random name taken out) and declared tables, so each rendered text is judged once per
 run; `plan_shape.py` judges a rule once per run, not once per partition, where its shape allows that soundly.
 
@@ -29,24 +30,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
-from sharp_dagster.dqc import allowlist as al
+from sharp_dagster.dqc import plan_walk as pw
 from sharp_dagster.dqc.sqlguard import SqlRejected
 from sharp_dagster.spark.java import java_session, jvm
 
 CONFINED_CONF = {"spark.sql.runSQLOnFiles": "false", "spark.sql.variable.substitute": "false"}
-_PLAN_NODES = frozenset(al.full(n) for n in al.PLAN_NODES)
-_EXPRESSIONS = frozenset(al.full(n) for n in al.EXPRESSIONS)
-_BUILDERS = frozenset(al.full(n) for n in al.BUILDERS)
-_TABLES = frozenset(n if n.startswith("org.") else al.full(n) for n in al.TABLE_RELATIONS)
-_SUBQUERIES = frozenset(
-    al.full(f"expressions.{n}") for n in ("ScalarSubquery", "ListQuery", "Exists", "LateralSubquery")
-)
-_WITH, _RELATION = al.full("plans.logical.UnresolvedWith"), al.full(al.UNRESOLVED_RELATION)
-_TVF, _VIEW = al.full(al.UNRESOLVED_TABLE_FUNCTION), al.full(al.VIEW)
-_FUNCTION = al.full("analysis.UnresolvedFunction")
-_TIME_TRAVEL = al.full(al.TIME_TRAVEL)
 
 
 class NotAnalysed(SqlRejected):
@@ -139,7 +128,7 @@ def judge(spark, sql: str, staged: str, reads: Iterable[str] = ()) -> None:
 
 
 def _judge(spark, sql: str, staged: str, reads: Iterable[str]) -> None:
-    walker = _Walker(jvm(spark), staged, reads)
+    walker = rule_walker(jvm(spark), staged, reads)
     with confined(spark):
         state = java_session(spark).sessionState()
         try:
@@ -160,220 +149,60 @@ def _first_line(exc: BaseException) -> str:
     return (text[0] if text else type(exc).__name__)[:300]
 
 
-# ------------------------------------------------------------------------------------------------ the walk
-def seq_items(seq) -> list[Any]:
-    return [seq.apply(i) for i in range(seq.length())]
+# ------------------------------------------------------------------------------------------------ relations
+class RuleRelations(pw.Relations):
+    """A rule reads the staged rows, a CTE in scope, or a table it declares in `reads:` (also at a version)."""
 
+    subject = "custom sql"
 
-def class_of(obj) -> str:
-    return obj.getClass().getName()
-
-
-def _line(obj) -> int | None:
-    try:
-        line = obj.origin().line()
-        return int(line.get()) if line.isDefined() else None
-    except Exception:  # noqa: BLE001 - an object without an origin
-        return None
-
-
-_builtin_lock = threading.Lock()
-_builtin_names: dict[str, str | None] = {}
-
-
-def _builtin_class(spark_jvm, name: str) -> str | None:
-    """The class Spark's builtin registry has for function `name` (None: no such builtin), cached per name."""
-    with _builtin_lock:
-        if name in _builtin_names:
-            return _builtin_names[name]
-    analysis = spark_jvm.org.apache.spark.sql.catalyst
-    found = analysis.analysis.FunctionRegistry.builtin().lookupFunction(
-        analysis.FunctionIdentifier.apply(name)
-    )
-    cls = found.get().getClassName() if found.isDefined() else None
-    with _builtin_lock:
-        _builtin_names[name] = cls
-    return cls
-
-
-class _Walker:
-    def __init__(self, jvm, staged: str, reads: Iterable[str]):
-        self.jvm = jvm
+    def __init__(self, staged: str, reads: Iterable[str]):
         self.staged = staged.lower()
         self.tables = {r.lower() for r in reads} | ({self.staged} if "." in staged else set())
         self.declared = ", ".join(sorted({r.lower() for r in reads})) or "none"
 
-    def walk(self, root, analysed: bool) -> None:
-        stack: list[tuple[Any, frozenset[str]]] = [(root, frozenset())]
-        first = True
-        while stack:
-            node, scope = stack.pop()
-            cls = class_of(node)
-            if analysed:
-                if self._analysed_leaf(node, cls):
-                    continue
-            elif self._parsed_special(node, cls, scope, stack):
-                continue
-            if cls not in _PLAN_NODES:
-                name = str(node.nodeName())
-                if first:
-                    message = (
-                        f"custom sql must be exactly one query (SELECT / WITH): Spark reads it as {name}"
-                    )
-                    if cls.rsplit(".", 1)[-1] in al.REFUSED:
-                        message += f", which {al.node_reason(cls)}"
-                else:
-                    message = f"custom sql may not use {name} ({al.short(cls)}): {al.node_reason(cls)}"
-                raise SqlRejected(message, _line(node), name)
-            first = False
-            for expr in seq_items(node.expressions()):
-                self._expression(expr, scope, stack, analysed)
-            for child in (*seq_items(node.children()), *seq_items(node.innerChildren())):
-                stack.append((child, scope))
-
-    # -- parsed plan: CTE scopes, relation names, table functions
-    def _parsed_special(self, node, cls: str, scope: frozenset[str], stack: list) -> bool:
-        if cls == _WITH:
-            if _recursive(node):
-                raise SqlRejected("custom sql may not use WITH RECURSIVE", _line(node), "recursive")
-            inner = scope
-            for pair in seq_items(node.cteRelations()):
-                # A CTE sees the ones defined before it (and the enclosing scopes), not itself or later ones.
-                stack.append((pair._2(), inner))
-                inner = inner | {str(pair._1()).lower()}
-            stack.append((node.child(), inner))
-            return True
-        if cls == _RELATION:
-            self._relation(node, scope)
-            return True
-        if cls == _TIME_TRAVEL:
-            self._time_travel(node, scope, stack)
-            return True
-        if cls == _TVF:
-            name = ".".join(str(p) for p in seq_items(node.name()))
-            if name.lower() not in al.TABLE_FUNCTIONS:
-                raise SqlRejected(
-                    f"custom sql may not read from the table function {name}() (allowed: "
-                    f"{', '.join(sorted(al.TABLE_FUNCTIONS))})",
-                    _line(node),
-                    name,
-                )
-            for expr in seq_items(node.expressions()):
-                self._expression(expr, scope, stack, False)
-            return True
-        return False
-
-    def _relation(self, node, scope: frozenset[str]) -> None:
-        parts = [str(p) for p in seq_items(node.multipartIdentifier())]
-        shown = ".".join(f"`{p}`" if not p.replace("_", "a").isalnum() else p for p in parts)
+    def relation(self, node, parts: list[str], scope: frozenset[str]) -> None:
         low = [p.lower() for p in parts]
-        if node.isStreaming() or not node.options().isEmpty():
+        if not node.options().isEmpty():
             raise SqlRejected(
-                f"custom sql may not read {shown} as a stream or with options", _line(node), parts[-1]
+                f"custom sql may not read {pw.shown(parts)} as a stream or with options",
+                pw.line_of(node),
+                parts[-1],
             )
         if len(low) == 1 and (low[0] in scope or low[0] == self.staged):
             return
         if len(low) == 2 and ".".join(low) in self.tables:
             return
         raise SqlRejected(
-            f"custom sql reads {shown}, which is neither ${{table}}, a CTE in scope, nor a table the rule declares "
-            f"in 'reads:' (declared: {self.declared})",
-            _line(node),
+            f"custom sql reads {pw.shown(parts)}, which is neither ${{table}}, a CTE in scope, nor a table the rule "
+            f"declares in 'reads:' (declared: {self.declared})",
+            pw.line_of(node),
             parts[-1],
         )
 
-    def _time_travel(self, node, scope: frozenset[str], stack: list) -> None:
-        """`t VERSION AS OF '2024-01-31'` / `TIMESTAMP AS OF ...`: a read of an earlier version of a declared table
-        (an ODS table's day is its tag). Its relation is a leaf of this node, not a child: checked here, as a
-        declared table only (a CTE or the staged rows have no versions); a timestamp is walked as an expression."""
-        relation = node.relation()
-        if class_of(relation) != _RELATION:
-            name = str(relation.nodeName())
-            raise SqlRejected(f"custom sql may not travel in time over {name}", _line(node), name)
-        self._relation(relation, frozenset())
-        timestamp = node.timestamp()
-        if timestamp.isDefined():
-            self._expression(timestamp.get(), scope, stack, False)
+    def time_travel(self, relation, parts: list[str]) -> None:
+        self.relation(relation, parts, frozenset())
 
-    # -- analysed plan: leaf relations
-    def _analysed_leaf(self, node, cls: str) -> bool:
-        if cls == _VIEW:
+    def analysed_leaf(self, walker: pw.Walker, node, cls: str) -> bool:
+        if pw.is_view(cls):
             ident = node.desc().identifier()
             name = str(ident.table()).lower()
             if node.isTempView() and not ident.database().isDefined() and name == self.staged:
                 return True
             raise SqlRejected(
-                f"custom sql reads the view {ident.unquotedString()}", _line(node), str(ident.table())
+                f"custom sql reads the view {ident.unquotedString()}", pw.line_of(node), str(ident.table())
             )
-        if cls in _TABLES:
-            name = _table_name(node, cls)
+        if pw.is_table(cls):
+            name = pw.table_name(node, cls)
             if name is not None and name.lower() in self.tables:
                 return True
             raise SqlRejected(
                 f"custom sql reads {name or node.nodeName()}, which is not a table the rule declares in 'reads:' "
                 f"(declared: {self.declared})",
-                _line(node),
+                pw.line_of(node),
                 (name or "").rpartition(".")[2] or None,
             )
         return False
 
-    # -- expressions (both plans)
-    def _expression(self, root, scope: frozenset[str], stack: list, analysed: bool) -> None:
-        todo = [root]
-        while todo:
-            expr = todo.pop()
-            cls = class_of(expr)
-            if cls not in _EXPRESSIONS:
-                name = _pretty(expr)
-                raise SqlRejected(
-                    f"custom sql may not call {name}() ({al.short(cls)}): {al.reason(cls)}", _line(expr), name
-                )
-            if cls == _FUNCTION:
-                self._function(expr)
-            if cls in _SUBQUERIES:
-                stack.append((expr.plan(), scope))
-            todo.extend(seq_items(expr.children()))
 
-    def _function(self, expr) -> None:
-        parts = [str(p) for p in seq_items(expr.nameParts())]
-        name = ".".join(parts)
-        cls = _builtin_class(self.jvm, parts[0].lower()) if len(parts) == 1 else None
-        if cls is not None and (cls in _EXPRESSIONS or cls in _BUILDERS):
-            return
-        why = al.reason(cls) if cls else "it is not one of Spark's builtin functions"
-        raise SqlRejected(f"custom sql may not call {name}(): {why}", _line(expr), parts[-1])
-
-
-def _recursive(node) -> bool:
-    try:
-        return bool(node.allowRecursion())
-    except Exception:  # noqa: BLE001 - a Spark without recursive CTEs
-        return False
-
-
-def _pretty(expr) -> str:
-    try:
-        return str(expr.prettyName())
-    except Exception:  # noqa: BLE001 - not every expression has a pretty name
-        return str(expr.nodeName())
-
-
-def _table_name(node, cls: str) -> str | None:
-    """`db.table` of a leaf table relation of the analysed plan (None: a relation without a catalog name)."""
-    try:
-        if cls.endswith("DataSourceV2Relation"):
-            ident = node.identifier()
-            if not ident.isDefined():
-                return None
-            namespace = list(ident.get().namespace())
-            return ".".join([*namespace, ident.get().name()])
-        table = node.catalogTable() if cls.endswith("LogicalRelation") else node.tableMeta()
-        if cls.endswith("LogicalRelation"):
-            if not table.isDefined():
-                return None
-            table = table.get()
-        ident = table.identifier()
-        db = ident.database()
-        return f"{db.get()}.{ident.table()}" if db.isDefined() else str(ident.table())
-    except Exception:  # noqa: BLE001 - an unexpected shape is refused by the caller
-        return None
+def rule_walker(jvm, staged: str, reads: Iterable[str]) -> pw.Walker:
+    return pw.Walker(jvm, RuleRelations(staged, reads))

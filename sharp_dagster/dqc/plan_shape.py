@@ -40,7 +40,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sharp_dagster.dqc import allowlist as al
-from sharp_dagster.dqc.plan_guard import NotAnalysed, check_rendered, class_of, confined, seq_items
+from sharp_dagster.dqc.plan_guard import NotAnalysed, check_rendered, confined
+from sharp_dagster.dqc.plan_walk import class_of, seq_items
 from sharp_dagster.dqc.quoting import PLACEHOLDER
 from sharp_dagster.spark.java import java_session
 

@@ -241,7 +241,7 @@ def test_the_parsed_plan_is_refused_before_the_analyzer_sees_it(spark, arena, na
     sql = render(next(a[1] for a in ATTACKS if a[0] == name), arena)
     parsed = spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
     with pytest.raises(SqlRejected):
-        plan_guard._Walker(spark._jvm, STAGED, READS).walk(parsed, analysed=False)
+        plan_guard.rule_walker(spark._jvm, STAGED, READS).walk(parsed, analysed=False)
 
 
 def test_legitimate_rules_are_accepted(spark, arena):
