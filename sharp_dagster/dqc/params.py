@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sharp_dagster.dqc.errors import ParamError
+from sharp_dagster.dqc.java_regex import java_regex_problem
 from sharp_dagster.dqc.quoting import IDENTIFIER, format_number, quote_ident, quote_table, sql_string
 from sharp_dagster.dqc.sqlguard import DATA_SOURCES
 
@@ -193,11 +194,12 @@ def validate_params(
         elif spec.type == REGEX:
             text = _string(spec, value)
             try:
-                re.compile(
-                    text
-                )  # Java regex differs in details, but a pattern Python rejects is surely a typo
+                re.compile(text)  # a pattern Python refuses is surely a typo
             except re.error as exc:
                 raise ParamError(f"param '{spec.name}' is not a valid regex: {exc}") from None
+            problem = java_regex_problem(text)  # Spark runs it with Java's regex engine
+            if problem:
+                raise ParamError(f"param '{spec.name}' is not a valid Java regex (Spark's RLIKE): {problem}")
             out[spec.name] = text
         elif spec.type == SQL:
             out[spec.name] = _string(spec, value)

@@ -4,7 +4,9 @@ The caller stages the new partition, registers it as a temp view (or passes a Da
 before publishing and raises on `blocking_failures`, publishes, then runs the WEAK rules. Per asset partition
 the runner issues:
 
-1. one aggregate scan for every single-table rule (see `compiler.py`);
+1. one aggregate scan for every single-table rule (see `compiler.py`); when it fails, each rule's aggregate alone,
+   so a rule that cannot run fails by itself with Spark's root cause and never takes a strong rule down with it
+   (a weak rule never blocks);
 2. one query per referential / custom_sql rule and per table reconciliation's other side;
 3. for failed rules only, one small query sampling the `sample_key` of failing rows.
 
@@ -32,6 +34,7 @@ from sharp_dagster.dqc.compiler import (
     CompiledRule,
     compile_rules,
     grouped_scan_query,
+    scan_query,
 )
 from sharp_dagster.dqc.context import RuleContext
 from sharp_dagster.dqc.evaluate import RuleResult, Verdict, judge, judge_error, quality_score
@@ -93,9 +96,23 @@ def _now() -> datetime:
 
 
 def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else type(exc).__name__
-    return f"{type(exc).__name__}: {first[:500]}"
+    """The error in one line: for an error from the JVM, Spark's root cause (Py4J's own text names only the
+    method it called, e.g. `collectToPython`)."""
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    kind, text = type(exc).__name__, str(exc)
+    if java is not None:
+        try:
+            for _ in range(32):  # the cause chain, to its root
+                cause = java.getCause()
+                if cause is None:
+                    break
+                java = cause
+            kind, text = str(java.getClass().getName()), str(java.getMessage() or "")
+        except Exception:  # noqa: BLE001 - the JVM gone: Python's text is all there is
+            pass
+    lines = text.strip().splitlines()
+    first = lines[0] if lines else kind
+    return f"{kind}: {first[:500]}"
 
 
 class RuleRunner:
@@ -333,7 +350,7 @@ class RuleRunner:
         the own queries' scalars run already (`_scalars_at_once`)."""
         plan = self._compile(rules, view, ctx)
         scan_values: dict[str, Any] = {}
-        scan_error: str | None = None
+        scan_errors: dict[str, str] = {}
         scan_ms = 0.0
         if scanned is not None:
             scan_values, scan_ms = scanned
@@ -341,13 +358,13 @@ class RuleRunner:
             t0 = time.perf_counter()
             try:
                 scan_values = self._sql(plan.scan_sql)[0].asDict()
-            except Exception as exc:  # noqa: BLE001 - every rule of the scan reports it
-                scan_error = _short(exc)
+            except Exception:  # noqa: BLE001 - each rule's aggregate alone: only the broken ones fail
+                scan_values, scan_errors = self._scan_each(plan)
             scan_ms = (time.perf_counter() - t0) * 1000
         results = []
         for item in plan.rules:
             t0 = time.perf_counter()
-            verdict, sampled_ok = self._verdict(item, partition, ctx, scan_values, scan_error, known or {})
+            verdict, sampled_ok = self._verdict(item, partition, ctx, scan_values, scan_errors, known or {})
             keys: list[Any] = []
             if not verdict.passed and sampled_ok and item.failing_rows:
                 keys = self._sample(item, verdict)
@@ -358,13 +375,28 @@ class RuleRunner:
             results.append(self._result(item.rule, partition, ctx, verdict, keys, elapsed))
         return results
 
+    def _scan_each(self, plan: CompiledPlan) -> tuple[dict[str, Any], dict[str, str]]:
+        """The merged scan failed: each rule's aggregate in a scan of its own, so that one rule that cannot run (a
+        weak rule's pattern Java refuses, a column gone) fails alone, with Spark's cause, and the others are
+        judged on their values (a weak rule never keeps a strong one from passing)."""
+        values: dict[str, Any] = {}
+        errors: dict[str, str] = {}
+        for expression, alias in plan.aggregates:
+            try:
+                values.update(
+                    self._sql(scan_query([(expression, alias)], quote_table(plan.view)))[0].asDict()
+                )
+            except Exception as exc:  # noqa: BLE001 - this rule reports it
+                errors[alias] = _short(exc)
+        return values, errors
+
     def _verdict(
         self,
         item: CompiledRule,
         partition: str | None,
         ctx: RuleContext,
         scan: dict[str, Any],
-        scan_error: str | None,
+        scan_errors: Mapping[str, str],
         known: Mapping[str, Any],
     ) -> tuple[Verdict, bool]:
         rule = item.rule
@@ -373,8 +405,8 @@ class RuleRunner:
         value = reference = None
         try:
             if item.alias:
-                if scan_error:
-                    return judge_error(rule, f"the scan failed: {scan_error}"), False
+                if item.alias in scan_errors:
+                    return judge_error(rule, f"the scan failed: {scan_errors[item.alias]}"), False
                 value = scan[item.alias]
             if item.query:
                 value = self._known_scalar(item.query, known)
