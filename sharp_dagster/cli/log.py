@@ -70,7 +70,7 @@ def _job_log(args: argparse.Namespace) -> JobLog:
 
 
 def check_asset_key(key: str) -> str:
-    if not _ASSET_KEY.match(key):
+    if not _ASSET_KEY.fullmatch(key):
         raise CliError(f"asset key {key!r} is malformed: write it as layer/table, e.g. dwd/orders")
     return key
 

@@ -95,7 +95,16 @@ def to_number(value: Any) -> float | int | None:
     if isinstance(value, Decimal | float):
         f = float(value)
         return int(f) if f.is_integer() and abs(f) < 2**53 else f
-    raise TypeError(f"the rule's SQL returned {type(value).__name__} {value!r}, not a number")
+    raise TypeError(f"the rule's SQL returned {type(value).__name__} {capped(repr(value))}, not a number")
+
+
+MAX_SHOWN = 200  # characters of a value a message shows (a result goes to dqc_result, Dagster and alerts)
+MAX_MESSAGE = 2000
+
+
+def capped(text: str, limit: int = MAX_SHOWN) -> str:
+    """`text`, cut to `limit` characters with a note of how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def compare(actual: float | None, comparator: str, expect: Any) -> bool:
@@ -154,7 +163,7 @@ def _verdict(
 
 
 def judge_error(rule: Rule, error: str) -> Verdict:
-    return _verdict(rule, None, None, False, f"could not be evaluated: {error}")
+    return _verdict(rule, None, None, False, f"could not be evaluated: {capped(error, MAX_MESSAGE)}")
 
 
 def judge(

@@ -24,6 +24,7 @@ from sharp_dagster.dqc.java_regex import java_regex_problem
 from sharp_dagster.dqc.quoting import IDENTIFIER, format_number, quote_ident, quote_table, sql_string
 from sharp_dagster.dqc.sqlguard import DATA_SOURCES
 
+MAX_STRING = 20_000  # characters of a string parameter (a custom SQL included)
 NUMERIC_TYPES = (
     "tinyint",
     "smallint",
@@ -107,7 +108,7 @@ def _number(spec: ParamSpec, value: Any) -> float | int:
 
 
 def check_column(spec: ParamSpec, value: Any, columns: Mapping[str, str] | None, where: str) -> str:
-    if not isinstance(value, str) or not IDENTIFIER.match(value):
+    if not isinstance(value, str) or not IDENTIFIER.fullmatch(value):
         raise ParamError(f"param '{spec.name}' must be a plain column identifier, got {value!r}")
     if columns is None:
         return value
@@ -128,7 +129,7 @@ def _table(spec: ParamSpec, value: Any, schemas: Schemas) -> str:
     if not isinstance(value, str) or value.count(".") != 1:
         raise ParamError(f"param '{spec.name}' must be a table name db.table, got {value!r}")
     db, _, name = value.partition(".")
-    if not (IDENTIFIER.match(db) and IDENTIFIER.match(name)):
+    if not (IDENTIFIER.fullmatch(db) and IDENTIFIER.fullmatch(name)):
         raise ParamError(f"param '{spec.name}' must be a table name of plain identifiers, got {value!r}")
     if db.lower() in DATA_SOURCES:  # Spark would read `name` as a path through that data source
         raise ParamError(f"param '{spec.name}': {db!r} is a Spark data source, {value} would read a path")
@@ -142,6 +143,8 @@ def _string(spec: ParamSpec, value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ParamError(f"param '{spec.name}' must be a string, got {value!r}")
     value = str(value)
+    if len(value) > MAX_STRING:
+        raise ParamError(f"param '{spec.name}' is {len(value)} characters long, more than {MAX_STRING}")
     if spec.choices and value not in spec.choices:
         raise ParamError(f"param '{spec.name}' must be one of {', '.join(spec.choices)}, got {value!r}")
     return value

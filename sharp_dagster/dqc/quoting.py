@@ -45,7 +45,7 @@ def sql_string(value: str) -> str:
 
 
 def quote_ident(name: str) -> str:
-    if not IDENTIFIER.match(name):
+    if not IDENTIFIER.fullmatch(name):
         raise ParamError(f"not a plain identifier: {name!r}")
     return f"`{name}`"
 

@@ -19,8 +19,32 @@ from sharp_dagster.dqc.rules import Rule, RuleError, SourceLines
 FILE_KEYS = ("asset", "reads", "rules")
 
 
+MAX_FILE_BYTES = 1_000_000
+MAX_NODES = 50_000
+
+
 class _RuleLoader(yaml.SafeLoader):
-    """SafeLoader that reads a bare `=` as the string "=" (YAML 1.1 makes it a 'value' tag PyYAML rejects)."""
+    """SafeLoader that reads a bare `=` as the string "=" (YAML 1.1 makes it a 'value' tag PyYAML rejects), and
+    refuses anchors and aliases (`&a` / `*a`: a few nested ones make a file of 700 bytes a structure of billions
+    of items) and more than `MAX_NODES` nodes, before anything is built from them."""
+
+    nodes = 0
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                "anchors and aliases (&name, *name) are not allowed in rule files",
+                event.start_mark,
+            )
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise yaml.composer.ComposerError(
+                None, None, f"more than {MAX_NODES} YAML nodes in one rule file", event.start_mark
+            )
+        return super().compose_node(parent, index)
 
 
 _RuleLoader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
@@ -55,6 +79,10 @@ def _lines_of(node: Any) -> list[SourceLines]:
 def parse_rule_file_lines(path: Path) -> list[tuple[dict[str, Any], SourceLines | None]]:
     """`parse_rule_file` with where each rule sits in the file."""
     try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise RuleError(
+                f"{path}: {path.stat().st_size} bytes, more than a rule file may hold ({MAX_FILE_BYTES})"
+            )
         loader = _RuleLoader(path.read_text(encoding="utf-8"))  # a SafeLoader subclass
         try:
             node = loader.get_single_node()
@@ -64,8 +92,13 @@ def parse_rule_file_lines(path: Path) -> list[tuple[dict[str, Any], SourceLines 
     except OSError as exc:
         raise RuleError(f"{path}: cannot read: {exc}") from None
     except yaml.YAMLError as exc:
-        hint = ' (quote comparators in YAML: comparator: ">=")'
-        raise RuleError(f"{path}: not valid YAML: {exc}{hint}") from None
+        hint = (
+            ""
+            if isinstance(exc, yaml.composer.ComposerError)
+            else ' (quote comparators in YAML: comparator: ">=")'
+        )
+        text = " ".join(str(exc).split())  # one line: PyYAML puts the mark on lines of its own
+        raise RuleError(f"{path}: not valid YAML: {text}{hint}") from None
     default_asset = default_reads = None
     if doc is None:
         return []

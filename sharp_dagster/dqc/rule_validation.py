@@ -47,6 +47,8 @@ RULE_KEYS = frozenset(
         "reads",
     }
 )
+MAX_ID = 64
+MAX_DESCRIPTION = 2000
 ASSET_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$")
 
 Fail = Callable[[str], RuleError]  # a message -> the RuleError naming where it is
@@ -91,6 +93,9 @@ def build_rule(
     except ParamError as exc:
         raise fail(str(exc)) from None
     cols = schemas.get(asset) if schemas is not None else None
+    description = raw.get("description")
+    if description is not None and (not isinstance(description, str) or len(description) > MAX_DESCRIPTION):
+        raise fail(f"'description' must be a text of at most {MAX_DESCRIPTION} characters")
     params, sample_key, sql = _rendered_sql(raw, template, cols, tables, fail)
     if template.name == "custom_sql":
         _check_custom_sql(params["sql"], reads, lines, f"rule {rid!r} (asset {asset})", source)
@@ -105,7 +110,7 @@ def build_rule(
         expect=expect,
         severity=severity,
         dimension=dimension,
-        description=str(raw.get("description") or template.description),
+        description=description or template.description,
         sample_key=tuple(sample_key),
         sample_limit=limit,
         sql=sql,
@@ -117,7 +122,8 @@ def build_rule(
 
 
 def _failure(source: str, rid: Any, asset: str | None = None) -> Fail:
-    where = f"{source}: rule {rid!r}" + ("" if asset is None else f" (asset {asset})")
+    shown = repr(rid) if len(repr(rid)) <= 80 else repr(rid)[:80] + "..."
+    where = f"{source}: rule {shown}" + ("" if asset is None else f" (asset {asset})")
     return lambda msg: RuleError(f"{where}: {msg}")
 
 
@@ -125,13 +131,16 @@ def _identity(raw: Mapping[str, Any], schemas: Mapping[str, Any] | None, source:
     """The rule's id and asset, each well formed, its keys all known, its asset one of `schemas` (when given)."""
     rid = raw.get("id")
     fail = _failure(source, rid)
-    if not isinstance(rid, str) or not IDENTIFIER.match(rid):
-        raise fail("'id' must be a plain identifier (letters, digits, _), it becomes a SQL alias")
+    if not isinstance(rid, str) or not IDENTIFIER.fullmatch(rid) or len(rid) > MAX_ID:
+        raise fail(
+            f"'id' must be a plain identifier (letters, digits, _; at most {MAX_ID} characters), it becomes a SQL "
+            "alias and a check name"
+        )
     unknown = sorted(set(raw) - RULE_KEYS)
     if unknown:
         raise fail(f"unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(RULE_KEYS))})")
     asset = raw.get("asset")
-    if not isinstance(asset, str) or not ASSET_KEY.match(asset):
+    if not isinstance(asset, str) or not ASSET_KEY.fullmatch(asset):
         raise fail(f"'asset' must be an asset key like dwd/order_detail, got {asset!r}")
     if schemas is not None and asset not in schemas:
         known = ", ".join(sorted(schemas)) or "(none)"

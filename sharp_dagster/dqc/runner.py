@@ -310,7 +310,7 @@ class RuleRunner:
             view.createOrReplaceTempView(name)
             return name, True
         parts = str(view).split(".")
-        if not 1 <= len(parts) <= 2 or not all(IDENTIFIER.match(p) for p in parts):
+        if not 1 <= len(parts) <= 2 or not all(IDENTIFIER.fullmatch(p) for p in parts):
             raise ValueError(f"view name must be a plain identifier or db.table, got {view!r}")
         return str(view), False
 

@@ -85,7 +85,7 @@ def check_declared_table(name: object) -> str:
     if not isinstance(name, str) or name.count(".") != 1:
         raise SqlRejected(f"'reads' entries must be table names db.table, got {name!r}")
     db, _, table = name.partition(".")
-    if not (_PLAIN.match(db) and _PLAIN.match(table)):
+    if not (_PLAIN.fullmatch(db) and _PLAIN.fullmatch(table)):
         raise SqlRejected(f"'reads' entries must be db.table of plain identifiers, got {name!r}")
     if db.lower() in DATA_SOURCES:
         raise SqlRejected(
@@ -209,7 +209,7 @@ def _check_relation(table, probe: str, ctes: set[str], allowed: set[str]) -> Non
     line = _line(table.this, probe, names[-1])
     if names == [STAGED_PROBE]:
         return
-    if any(not _PLAIN.match(n) for n in names):
+    if any(not _PLAIN.fullmatch(n) for n in names):
         raise SqlRejected(
             f"custom sql may not read the path-based relation {shown}: only ${{table}}, its CTEs and the tables "
             "in the rule's 'reads:' list",
