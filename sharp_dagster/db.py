@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sqlalchemy import MetaData, create_engine, event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
 from sharp_dagster.settings import Settings, redact_url
@@ -51,6 +51,27 @@ def check_url(url: str, what: str = "SHARP_LOG_DB_URL") -> None:
         )
 
 
+def connection_url(url: str) -> URL:
+    """SQLAlchemy's reading of a database URL with its credentials in their place: a `?user=` / `?password=` query
+    parameter (libpq's spelling) becomes the URL's user / password. The one reading of `SHARP_LOG_DB_URL`: the job
+    log's engine and the Iceberg catalog (`spark/catalog.py`) connect with the same credentials.
+
+    >>> u = connection_url("postgresql+psycopg://etl@db/log?password=s3cret&sslmode=require")
+    >>> (u.username, u.password, dict(u.query))
+    ('etl', 's3cret', {'sslmode': 'require'})
+    """
+    parsed = make_url(url)
+    query = dict(parsed.query)
+    user, password = query.pop("user", None), query.pop("password", None)
+
+    def last(value):  # a parameter given twice comes back as a tuple: libpq takes the last
+        return value[-1] if isinstance(value, tuple) else value
+
+    return parsed.set(
+        username=parsed.username or last(user), password=parsed.password or last(password), query=query
+    )
+
+
 def make_engine(url: str | None = None) -> Engine:
     """One pooled engine per URL per process. SQLite gets WAL and a busy timeout so processes can share it."""
     url = url or Settings.from_env().log_db_url
@@ -71,7 +92,7 @@ def make_engine(url: str | None = None) -> Engine:
             cur.close()
 
     else:
-        engine = create_engine(url, pool_pre_ping=True)
+        engine = create_engine(connection_url(url), pool_pre_ping=True)
     _ENGINES[url] = engine
     return engine
 

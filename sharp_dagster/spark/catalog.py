@@ -3,14 +3,17 @@ when that is SQLite or PostgreSQL, else a Hadoop (path-based) catalog."""
 
 from __future__ import annotations
 
+import atexit
+import os
 import re
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
-from sqlalchemy.engine import make_url
 
+from sharp_dagster.db import connection_url
 from sharp_dagster.settings import warehouse_uri
 
 DEFAULT_CATALOG = "sharp"
@@ -25,9 +28,13 @@ def check_catalog_name(catalog: str) -> None:
 
 def jdbc_catalog_props(log_db_url: str) -> dict[str, str] | None:
     """Iceberg JDBC catalog properties for the job log's SQLAlchemy URL, or None when its database is neither SQLite
-    nor PostgreSQL (or SQLite in memory, which another process cannot share)."""
+    nor PostgreSQL (or SQLite in memory, which another process cannot share).
 
-    url = make_url(log_db_url)
+    The URL is read as the job log reads it (`db.connection_url`: `?password=` counts). The password is never a
+    property: Spark conf is printed at DEBUG level (and copied into the Hadoop conf); it goes into this process's
+    password file instead (`password_file`), which PostgreSQL's JDBC driver reads when no password is given."""
+
+    url = connection_url(log_db_url)
     backend = url.get_backend_name()
     if backend == "sqlite":
         if not url.database or url.database == ":memory:":
@@ -44,10 +51,53 @@ def jdbc_catalog_props(log_db_url: str) -> dict[str, str] | None:
         if url.username:
             props["jdbc.user"] = url.username
         if url.password:
-            # Spark redacts conf keys matching "password" in its UI and logs (spark.redaction.regex).
-            props["jdbc.password"] = str(url.password)
+            _remember_password(
+                host, url.port or 5432, url.database or "", url.username or "", str(url.password)
+            )
         return props
     return None
+
+
+# ---------------------------------------------------------------- the catalog's password, out of Spark conf
+_passwords: dict[tuple[str, str, str, str], str] = {}
+_password_file: list[Path] = []
+PGPASS_PROPERTY = "org.postgresql.pgpassfile"  # the JDBC driver's system property naming its password file
+
+
+def _escaped(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace(":", "\\:")
+
+
+def _remember_password(host: str, port: int, database: str, user: str, password: str) -> None:
+    """Add the catalog's credentials to this process's password file (`.pgpass` format, mode 0600, removed when
+    the process ends)."""
+    key = (host, str(port), database, user)
+    if _passwords.get(key) == password:
+        return
+    _passwords[key] = password
+    if not _password_file:
+        fd, name = tempfile.mkstemp(prefix="sharp_catalog_", suffix=".pgpass")
+        os.close(fd)
+        _password_file.append(Path(name))
+        atexit.register(lambda: _password_file[0].unlink(missing_ok=True))
+    path = _password_file[0]
+    lines = [":".join(_escaped(p) for p in (*k, v)) for k, v in _passwords.items()]
+    path.touch(mode=0o600)
+    os.chmod(path, 0o600)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.environ["PGPASSFILE"] = str(path)  # a JVM started after this inherits it
+
+
+def password_file() -> Path | None:
+    """This process's password file of the catalog, once a URL with a password was read."""
+    return _password_file[0] if _password_file else None
+
+
+def provide_password_file(spark: SparkSession) -> None:
+    """Point the running JVM's PostgreSQL driver at the password file (a system property, read at each connect)."""
+    path = password_file()
+    if path is not None:
+        spark.sparkContext._jvm.java.lang.System.setProperty(PGPASS_PROPERTY, str(path))
 
 
 def catalog_conf(settings: Any, catalog: str = DEFAULT_CATALOG, make_default: bool = False) -> dict[str, str]:
@@ -81,6 +131,7 @@ def catalog_conf(settings: Any, catalog: str = DEFAULT_CATALOG, make_default: bo
 
 def apply_catalog_conf(spark: SparkSession, conf: Mapping[str, str]) -> None:
     """Add a catalog to a running session: catalogs are runtime SQL conf, loaded on first use."""
+    provide_password_file(spark)
     for key, value in conf.items():
         if spark.conf.get(key, None) != value:
             spark.conf.set(key, value)
