@@ -154,6 +154,45 @@ CASES = [
     (["table", "rollback", "ods_state/orders", "--to-day", "2024-01-01"], {}, "roll back ods.orders"),
     (["table", "rollback", ASSET, "--to", "1", "--to-day", "2024-01-01"], {}, "not allowed with argument"),
     (["table", "history", "ods/no_such_table"], {}, "unknown table"),
+    # issue 45: every range checked against the asset's grain and the calendar; local checks before connecting
+    (
+        [
+            "log",
+            "rerun",
+            "--asset",
+            "ads/gmv_by_category",
+            "--from",
+            "2024-01-01-05:00",
+            "--to",
+            "2024-01-01-06:00",
+        ],
+        {},
+        "is an hourly partition key, but the asset is daily",
+    ),
+    (
+        ["log", "rerun", "--asset", "ads/gmv_by_category", "--from", "0001-01-01", "--to", "9999-12-31"],
+        {},
+        "the calendar's last day",
+    ),
+    (
+        ["log", "rerun", "--asset", ASSET, "--from", "2024-01-01T05:00", "--to", "2024-01-01"],
+        {},
+        "asset is daily",
+    ),
+    (
+        [
+            "cdc",
+            "init",
+            "--port",
+            str(free_port()),
+            "--database",
+            "shop",
+            "--output",
+            "{data}/kafka/meta.properties",
+        ],
+        {},
+        "meta.properties exists; pass --force",
+    ),
     (["sql", "delete from ods.orders where true"], {}, "read-only"),
     (["sql", "call sharp.system.rollback_to_snapshot('ods.orders', 1)"], {}, "table rollback"),
     (["sql", "select 1", "--limit", "-1"], {}, "argument --limit"),
@@ -240,3 +279,13 @@ def test_the_terminal_gets_one_line(data_dir, argv, words):
     assert proc.returncode == 2 and proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and words in proc.stderr, proc.stderr
     assert digest(data_dir) == before
+
+
+def test_lineage_parse_of_deep_nesting_is_one_line(monkeypatch, capsys):
+    """5,000 nested parentheses: sqlglot's recursion limit, said in one line instead of a RecursionError."""
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("SELECT " + "(" * 5000 + "1" + ")" * 5000))
+    assert main(["lineage", "parse"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nests too deeply" in err and "Traceback" not in err, err

@@ -304,6 +304,11 @@ def cmd_init(args: argparse.Namespace) -> int:
     from sharp_dagster.cdc.source.config import MysqlSettings
     from sharp_dagster.cdc.source.introspect import IntrospectError, introspect
 
+    planned = Path(args.output) if args.output else None
+    if planned is None and args.source_id:
+        planned = warehouse_sql_dir() / "cdc" / f"{args.source_id}.yaml"
+    if planned is not None and planned.exists() and not args.force and not args.dry_run:
+        raise _cli_error(f"{planned} exists; pass --force to overwrite it")  # before connecting to the server
     mysql = MysqlSettings.from_env(args.host, args.port, args.user)
     names = ("source_id", "replica_server_id", "lateness_minutes", "topic_partitions", "exclude")
     try:

@@ -58,6 +58,11 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         return 1
     except ValueError as exc:  # unsupported dialect
         raise CliError(str(exc)) from exc
+    except RecursionError:  # sqlglot's parser recurses once per nesting level
+        raise CliError(
+            "the script nests too deeply to parse (Python's recursion limit, a few thousand parentheses or "
+            "subqueries deep): split the statement"
+        ) from None
     print(json.dumps(result.to_dict(), ensure_ascii=False))
     return 0
 

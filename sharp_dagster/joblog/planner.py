@@ -157,9 +157,21 @@ def _parse_bound(value: str | date | datetime, spec: PeriodSpec, *, upper: bool)
             ts = datetime.strptime(text, fmt)
         except ValueError:
             continue
-        if whole_day:
-            return ts + timedelta(days=1) if upper else ts
-        return spec.floor(ts) + spec.step if upper else spec.floor(ts)
+        if not whole_day and spec.grain != "hourly":
+            # Floored to its day, an hour would silently re-run (and re-publish) the whole day.
+            raise ValueError(
+                f"{text!r} is an hourly partition key, but the asset is {spec.grain}: give days (YYYY-MM-DD)"
+            )
+        if not whole_day and spec.floor(ts) != ts:
+            raise ValueError(f"{text!r} is not the start of an hour (its partition key ends in :00)")
+        try:
+            if whole_day:
+                return ts + timedelta(days=1) if upper else ts
+            return ts + spec.step if upper else ts
+        except OverflowError:
+            raise ValueError(
+                f"{text!r}: a range must end before 9999-12-31 (the calendar's last day)"
+            ) from None
     raise ValueError(f"{text!r} is not a date (YYYY-MM-DD) or an hourly partition key (YYYY-MM-DD-HH:MM)")
 
 
