@@ -11,9 +11,18 @@ from pathlib import Path
 from sharp_dagster.settings import Settings, dagster_home_given
 
 
+# The instance's settings when the folder has none: no first-run "join the Dagster community" dialog over every
+# page of the UI (Dagster's `nux` setting). A `dagster.yaml` already there is the user's and stays as it is.
+INSTANCE_YAML = "nux:\n  enabled: false\n"
+
+
 def ensure_dagster_home(settings: Settings) -> Path:
-    """Use DAGSTER_HOME when set, else `data/dagster_home` (created, and exported for Dagster)."""
+    """Use DAGSTER_HOME when set, else `data/dagster_home` (created, given `INSTANCE_YAML` when it has no
+    `dagster.yaml`, and exported for Dagster)."""
     home = Path(dagster_home_given() or settings.dagster_home)
     home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(INSTANCE_YAML, encoding="utf-8")
     os.environ["DAGSTER_HOME"] = str(home)
     return home
