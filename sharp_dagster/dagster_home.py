@@ -10,7 +10,6 @@ from pathlib import Path
 
 from sharp_dagster.settings import Settings, dagster_home_given
 
-
 # The instance's settings when the folder has none: no first-run "join the Dagster community" dialog over every
 # page of the UI (Dagster's `nux` setting). A `dagster.yaml` already there is the user's and stays as it is.
 INSTANCE_YAML = "nux:\n  enabled: false\n"
