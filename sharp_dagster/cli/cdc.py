@@ -183,7 +183,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     try:
         url = Settings.from_env().log_db_url
         store = DbStateStore(url, source.source_id, legacy_file=args.state_file)
-        start = args.start or _bootstrap_start(url, source)
+        # A saved position is where the collector resumes; the bootstrap's start is for a first run only.
+        start = args.start or ("earliest" if store.load() is not None else _bootstrap_start(url, source))
         collector = Collector(
             mysql,
             {"bootstrap.servers": args.bootstrap_servers},
@@ -340,7 +341,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
-    from sharp_dagster.cdc.ods.bootstrap import BootstrapError, bootstrap_source
+    from sharp_dagster.cdc.ods.bootstrap import BootstrapError, bootstrap_source, check_before_spark
     from sharp_dagster.cdc.ods.snapshot import SnapshotError
     from sharp_dagster.cdc.source.config import MysqlSettings, write_start
     from sharp_dagster.joblog import ClaimRefused, JobLog
@@ -351,6 +352,10 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     source = _selected(_load_config(args.config), args.database)
     settings = Settings.from_env()
     jl = JobLog(settings.log_db_url)  # first: an unreachable job log stops the command before Spark starts
+    try:  # so do a second bootstrap and a server that refuses the user (a wrong password)
+        check_before_spark(jl, mysql, source, force=args.force)
+    except BootstrapError as exc:
+        raise _cli_error(str(exc)) from None
     spark = build_spark_session(settings, app_name="sharp_dagster_cdc_bootstrap")
     options = {"force": args.force, "partition_rows": args.partition_rows, "progress": print}
     try:
@@ -362,7 +367,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     for r in results:
         print(
             f"cdc bootstrap {r.database}: {sum(r.rows.values())} rows in {len(r.rows)} tables (job {r.job_id}); "
-            f"ODS starts on {r.start}; start the collector with --start {r.collector_start}"
+            f"ODS starts on {r.start}; `cdc collect` starts at its position ({r.collector_start}) by itself"
         )
     print(f"{args.config}: start: {start}")
     return 0

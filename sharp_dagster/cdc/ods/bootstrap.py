@@ -154,13 +154,7 @@ def bootstrap_database(
     `clock` is the source's clock in epoch milliseconds (`source_clock.SourceClock`, the server's `NOW()` less a
     replica's lag, by default); the start day is read from it (see the module docstring).
     """
-    previous = bootstrap_position(jl, db.name)
-    if previous is not None and not force:
-        raise BootstrapError(
-            f"database {db.name} was bootstrapped already (start {previous.get('start')}, job {previous['job_id']}, "
-            f"collector start {previous.get('gtid') or previous.get('binlog_file')}); pass --force to take a new "
-            "snapshot (the ODS then starts again from its day)"
-        )
+    previous = _refuse_second(jl, db.name, force)
     clock = clock or SourceClock(mysql.pymysql_kwargs(), mysql.describe())
     options = (partition_rows, max_partitions, progress)
     for _ in range(ATTEMPTS):
@@ -325,6 +319,30 @@ def _position_record(position: BinlogPosition, start: str, previous: dict | None
         "binlog_seq": str(position.binlog_seq),
         "start": start,
     }
+
+
+def check_before_spark(jl, mysql: MysqlSettings, source: SourceConfig, force: bool = False) -> None:
+    """What refuses a bootstrap without Spark, checked before the command starts it (20 s and more): a database
+    bootstrapped already (without `force`), and a server that does not take the connection (a wrong password)."""
+    import pymysql
+
+    for db in source.databases:
+        _refuse_second(jl, db.name, force)
+    try:
+        pymysql.connect(**mysql.pymysql_kwargs(), connect_timeout=10).close()
+    except pymysql.MySQLError as exc:
+        raise BootstrapError(f"cannot connect to {mysql.describe()}: {exc}") from None
+
+
+def _refuse_second(jl, database: str, force: bool) -> dict | None:
+    previous = bootstrap_position(jl, database)
+    if previous is not None and not force:
+        raise BootstrapError(
+            f"database {database} was bootstrapped already (start {previous.get('start')}, job "
+            f"{previous['job_id']}, collector start {previous.get('gtid') or previous.get('binlog_file')}); pass "
+            "--force to take a new snapshot (the ODS then starts again from its day)"
+        )
+    return previous
 
 
 def bootstrap_source(
