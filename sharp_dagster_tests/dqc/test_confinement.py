@@ -27,6 +27,7 @@ from sharp_dagster.dqc.rules import RuleError
 from sharp_dagster.dqc.runner import RuleRunner
 from sharp_dagster.dqc.sqlguard import SqlRejected, check_custom_sql
 from sharp_dagster_tests.dqc.conftest import ASSET, SCHEMAS, TABLES
+from sharp_dagster_tests.dqc.witness import http_witness
 
 STAGED = "dqc_test_orders"  # the `orders_view` fixture's temp view
 SECRET_VIEW = "dqc_confinement_secret"
@@ -187,24 +188,7 @@ def render(sql: str, arena: dict | None = None) -> str:
 def arena(spark, orders_view, warehouse, tmp_path_factory):
     """The staged view, the warehouse tables, a secret temp view, a session UDF, a canary file and a loopback HTTP
     server that records every request (an XML schema URL must never be fetched)."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     from pyspark.sql.functions import udf
-
-    hits: list[str] = []
-
-    class Recorder(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - the http.server API
-            hits.append(self.path)
-            self.send_response(404)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
 
     canary = tmp_path_factory.mktemp("canary") / "secret.txt"
     token = f"canary-{uuid.uuid4().hex}"
@@ -212,10 +196,9 @@ def arena(spark, orders_view, warehouse, tmp_path_factory):
     spark.createDataFrame([(token,)], "s string").createOrReplaceTempView(SECRET_VIEW)
     spark.udf.register("dqc_confinement_udf", udf(lambda s: s, "string"))
     spark.sql("DECLARE OR REPLACE VARIABLE dqc_confinement_v STRING DEFAULT 'paid'")
-    url = f"http://127.0.0.1:{server.server_address[1]}/schema.xsd"
-    yield {"canary": canary, "token": token, "env": os.environ[ENV], "url": url, "hits": hits}
-    server.shutdown()
-    server.server_close()
+    with http_witness() as (base, hits):
+        url = f"{base}/schema.xsd"
+        yield {"canary": canary, "token": token, "env": os.environ[ENV], "url": url, "hits": hits}
     spark.catalog.dropTempView(SECRET_VIEW)
 
 

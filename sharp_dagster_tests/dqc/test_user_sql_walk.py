@@ -15,9 +15,7 @@ import dataclasses
 import json
 import os
 import re
-import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -32,6 +30,7 @@ from sharp_dagster.dqc.runner import RuleRunner
 from sharp_dagster.dqc.sqlguard import SqlRejected
 from sharp_dagster_tests.dqc.conftest import ASSET, SCHEMAS, TABLES
 from sharp_dagster_tests.dqc.test_confinement import STAGED, _rule_file, _tables_state, hidden_statement
+from sharp_dagster_tests.dqc.witness import http_witness
 
 ENV = "SHARP_DATA_DIR"
 GETENV = f"reflect('java.lang.System', 'getenv', '{ENV}')"
@@ -110,36 +109,15 @@ def witness(spark, orders_view, warehouse, _warehouse_dir, tmp_path_factory):
     """A loopback HTTP server recording every request, a canary file, where a symlink would appear, and the
     `sql` command's settings pointing at the DQC warehouse (ods.orders, dwd.user_dim)."""
 
-    hits: list[str] = []
-
-    class Recorder(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - the http.server API
-            hits.append(self.path)
-            self.send_response(404)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     folder = tmp_path_factory.mktemp("witness")
     canary = folder / "secret.txt"
     token = f"canary-{uuid.uuid4().hex}"
     canary.write_text(token + "\n")
-    fill = {
-        "url": f"http://127.0.0.1:{server.server_address[1]}",
-        "file": str(canary),
-        "link": str(folder / "link"),
-    }
-    with pytest.MonkeyPatch.context() as mp:
+    with http_witness() as (base, hits), pytest.MonkeyPatch.context() as mp:
         mp.setenv("SHARP_WAREHOUSE_DIR", str(_warehouse_dir / "warehouse"))
         mp.setenv("SHARP_LOG_DB_URL", f"sqlite:///{_warehouse_dir / 'sharp_log.db'}")
+        fill = {"url": base, "file": str(canary), "link": str(folder / "link")}
         yield {"hits": hits, "fill": fill, "token": token, "env": os.environ[ENV], "link": folder / "link"}
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=10)
 
 
 def statement(text: str, table: str, fill: dict[str, str]) -> str:
