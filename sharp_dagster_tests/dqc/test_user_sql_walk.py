@@ -215,7 +215,7 @@ CONTAINERS = [
     "FROM {T} |> SELECT count(*) OVER w AS c WINDOW w AS (ORDER BY {E})",
     "FROM {T} |> WHERE ({E}) IS NOT NULL",
     "FROM {T} |> EXTEND {E} AS x",
-    "SELECT /*+ REPARTITION({E}) */ count(*) FROM {T}",
+    "SELECT /*+ REPARTITION(({E})) */ count(*) FROM {T}",
     "SELECT count(transform(array(1), x -> {E})) FROM {T}",
     "SELECT count(*) FROM {T} WHERE EXISTS (SELECT {E})",
     "SELECT count(*) FROM {T}, LATERAL (SELECT {E} AS y)",
