@@ -97,3 +97,22 @@ def test_a_resuming_collector_does_not_say_it_has_no_saved_position(no_spark, mo
         code = main(["cdc", "collect", "--config", SHOP_YAML, "--bootstrap-servers", "127.0.0.1:1", "--once"])
     assert code == 0
     assert "without a saved position" not in caplog.text
+
+
+def test_a_primary_without_replica_monitor_gets_no_warning(caplog):
+    """The README's grants on a MariaDB primary cannot read SHOW REPLICA STATUS (1227): that is no fault, said
+    once at info level, not as a warning after the bootstrap's success lines."""
+    import pymysql
+
+    from sharp_dagster.cdc.source.clock import SourceClock
+
+    class Cursor:
+        def execute(self, sql):
+            raise pymysql.err.OperationalError(1227, "Access denied; you need the REPLICA MONITOR privilege")
+
+    clock = SourceClock({}, "cdc@db1:3306")
+    with caplog.at_level(logging.INFO):
+        assert clock._replica_status(Cursor()) is None
+        assert clock._replica_status(Cursor()) is None
+    assert [r.levelno for r in caplog.records] == [logging.INFO], caplog.text
+    assert "REPLICA MONITOR" in caplog.text

@@ -12,7 +12,7 @@ minus the replica's lag (`Seconds_Behind_Master`), and unknown (None) when repli
 
 A clock is a callable returning milliseconds since the epoch or None; `SourceClock` is the default. Reading the
 lag needs the REPLICATION CLIENT privilege a CDC user has anyway (without it the server is taken to be a
-primary, and a warning says so once).
+primary, and an info line says so once: on a primary that is no fault).
 """
 
 from __future__ import annotations
@@ -84,9 +84,10 @@ class SourceClock:
                 index = REPLICA_STATUS_SQL.index(self._status_sql) + 1
                 self._status_sql = REPLICA_STATUS_SQL[index] if index < len(REPLICA_STATUS_SQL) else None
             except pymysql.err.OperationalError as exc:  # 1227: no REPLICATION CLIENT privilege
-                if not self._warned:
-                    log.warning(
-                        "%s: cannot read the replica status (%s); taking the server to be a primary",
+                if not self._warned:  # news, not a fault: a primary with the README's grants answers so
+                    log.info(
+                        "%s: the replica status is not readable (%s): taking the server to be a primary (on a "
+                        "replica, grant REPLICA MONITOR on MariaDB or REPLICATION CLIENT on MySQL)",
                         self._describe,
                         exc.args[-1],
                     )
