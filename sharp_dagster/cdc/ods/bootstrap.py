@@ -42,6 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
+import pymysql
+
 from sharp_dagster.cdc.merge.fold import initial_state, merge_key
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.merge import write_state
@@ -324,8 +326,6 @@ def _position_record(position: BinlogPosition, start: str, previous: dict | None
 def check_before_spark(jl, mysql: MysqlSettings, source: SourceConfig, force: bool = False) -> None:
     """What refuses a bootstrap without Spark, checked before the command starts it (20 s and more): a database
     bootstrapped already (without `force`), and a server that does not take the connection (a wrong password)."""
-    import pymysql
-
     for db in source.databases:
         _refuse_second(jl, db.name, force)
     try:
