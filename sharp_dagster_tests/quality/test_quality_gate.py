@@ -180,3 +180,43 @@ def test_weak_rule_publishes_and_alerts_once(env, own_feed, spark, monkeypatch):
     )
     assert history[0].partition == "2024-01-03"
     assert history[0].status == AssetCheckExecutionRecordStatus.FAILED
+
+
+def test_a_weak_rule_that_cannot_run_blocks_no_publish(env, own_feed, spark, monkeypatch):
+    """ods/orders' weak rule `amount_not_negative` made impossible to run (its aggregate a pattern Java's regex
+    refuses, as one that slipped past the load check would be) shares the scan with the strong rules: the day is
+    still published and recorded done for downstream, and only the weak rule fails."""
+    import dataclasses
+
+    from sharp_dagster.dqc.compiler import scan_query
+    from sharp_dagster.dqc.quoting import quote_table
+    from sharp_dagster.dqc.runner import RuleRunner
+
+    compile_rules = RuleRunner._compile
+
+    def with_a_broken_weak_rule(self, rules, view, ctx):
+        plan = compile_rules(self, rules, view, ctx)
+        broken = "count(CASE WHEN 'a' RLIKE '(?P<c>[a-z]+)' THEN 1 END)"
+        aggregates = tuple((broken if a == "r_amount_not_negative" else e, a) for e, a in plan.aggregates)
+        if aggregates == plan.aggregates:
+            return plan
+        return dataclasses.replace(
+            plan, aggregates=aggregates, scan_sql=scan_query(list(aggregates), quote_table(plan.view))
+        )
+
+    monkeypatch.setattr(RuleRunner, "_compile", with_a_broken_weak_rule)
+    defs, instance, jl = env
+    own_feed.land("2024-01-01")
+    result = run_day(defs, instance, "2024-01-01", keys=[["ods", "orders"]])
+    assert result.success, "a weak rule never stops the pipeline"
+    assert rows(spark, "ods.orders", "2024-01-01"), "the day was published"
+    # What downstream waits on: the period's attempt recorded as a success in the job log.
+    assert [r.status for r in jl.recent(limit=10) if r.job_name == "ods/orders"] == ["SUCCESS"]
+    history = instance.event_log_storage.get_asset_check_execution_history(
+        AssetCheckKey(AssetKey(["ods", "orders"]), "amount_not_negative"), limit=1
+    )
+    assert history[0].status == AssetCheckExecutionRecordStatus.FAILED
+    has_rows = instance.event_log_storage.get_asset_check_execution_history(
+        AssetCheckKey(AssetKey(["ods", "orders"]), "has_rows"), limit=1
+    )
+    assert has_rows[0].status == AssetCheckExecutionRecordStatus.SUCCEEDED
