@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from sharp_dagster.cli.main import CliError
-from sharp_dagster.spark.java import java_session, jvm
 from sharp_dagster.dqc import plan_walk as pw
 from sharp_dagster.dqc.sqlguard import SqlRejected
+from sharp_dagster.spark.java import java_session, jvm
 
 # SHOW and DESCRIBE commands, and the unresolved names they take as children.
 METADATA_NODES = frozenset(
@@ -128,15 +128,15 @@ def judge_plan(spark: Any, plan: Any) -> None:
     name = plan.getClass().getSimpleName()
     if name in WRAPPERS:
         return judge_plan(spark, getattr(plan, WRAPPERS[name])())
-    walker = pw.Walker(spark._jvm, AnyTable())
+    walker = pw.Walker(jvm(spark), AnyTable())
     try:
         if name in METADATA_NODES:
             _metadata_refusal(walker, plan)
             return None
         walker.walk(plan, analysed=False)
-        mode = spark._jvm.org.apache.spark.sql.execution.CommandExecutionMode.SKIP()
+        mode = jvm(spark).org.apache.spark.sql.execution.CommandExecutionMode.SKIP()
         try:
-            analysed = spark._jsparkSession.sessionState().executePlan(plan, mode).analyzed()
+            analysed = java_session(spark).sessionState().executePlan(plan, mode).analyzed()
         except Exception as exc:  # noqa: BLE001 - a Py4J error carrying Spark's AnalysisException
             raise CliError(f"SQL failed: {sql_error(exc)}") from None
         walker.walk(analysed, analysed=True)

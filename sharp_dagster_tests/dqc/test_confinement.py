@@ -14,7 +14,6 @@ import json
 import os
 import re
 import uuid
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -26,12 +25,18 @@ from sharp_dagster.dqc.rule_files import load_rules
 from sharp_dagster.dqc.rules import RuleError
 from sharp_dagster.dqc.runner import RuleRunner
 from sharp_dagster.dqc.sqlguard import SqlRejected, check_custom_sql
+from sharp_dagster_tests.dqc.confinement_support import (
+    READS,
+    STAGED,
+    hidden,
+    hidden_statement,
+    rule_file,
+    tables_state,
+)
 from sharp_dagster_tests.dqc.conftest import ASSET, SCHEMAS, TABLES
 from sharp_dagster_tests.dqc.witness import http_witness
 
-STAGED = "dqc_test_orders"  # the `orders_view` fixture's temp view
 SECRET_VIEW = "dqc_confinement_secret"
-READS = ("dwd.user_dim",)
 # An environment variable the JVM surely has (the test conftest sets it before the session starts).
 ENV = "SHARP_DATA_DIR"
 R = f"reflect('java.lang.System', 'getenv', '{ENV}')"
@@ -42,23 +47,8 @@ NOT_ALLOWED = "not on the allow-list"
 NOT_BUILTIN = "not one of Spark's builtin functions"
 QUERY_ONLY = "must be exactly one query"
 NEITHER = "which is neither ${table}, a CTE in scope"
-# `-- ...\` continues a line comment onto the next line in Spark's lexer, not in sqlglot's: the next line is a
-# comment to Spark and code to sqlglot, which opens a string there that hides the line after it.
-HIDE = "SELECT count(1) FROM ${table} -- \\\nWHERE 'a' <> '\n"
-HIDE_ALL = "-- \\\nSELECT count(1) FROM ${table} WHERE 'a' <> '\n"
 
 
-def hidden(payload: str) -> str:
-    """A rule whose `payload` line sqlglot reads inside a string literal and Spark reads as code."""
-    return HIDE + payload + " -- '"
-
-
-def hidden_statement(statement: str) -> str:
-    """The whole statement Spark runs is `statement`; sqlglot reads a SELECT over ${table} with it in a string."""
-    return HIDE_ALL + statement + " -- '"
-
-
-# (name, SQL with ${table}, what the refusal says). {file} is the canary file's path.
 ATTACKS = [
     # -- tokenizer differentials: text sqlglot takes for a comment or a string is code to Spark
     ("continuation_reflect", hidden(f"WHERE status <> {RD}"), JVM),
@@ -264,7 +254,7 @@ def test_the_refusal_names_the_rule_file_and_line(spark, arena, tmp_path, dqc_st
     """Run from a rule file: the refused rule fails with `file:line` of the forbidden call (Spark's own position),
     and its query never runs."""
     sql = f"SELECT count(1) FROM ${{table}}\nWHERE status <> 'x' -- \\\nAND 'a' <> '\nAND status <> {RD} -- '"
-    path = _rule_file(tmp_path, [("r1", sql)])
+    path = rule_file(tmp_path, [("r1", sql)])
     (rule,) = load_rules([path], SCHEMAS, TABLES)
     queries: list[str] = []
     (result,) = RuleRunner(spark, on_query=queries.append).run(ASSET, "2024-01-01", STAGED, [rule])
@@ -281,12 +271,12 @@ def test_what_sqlglot_alone_would_accept_runs_and_leaks_nothing(spark, arena, tm
     no file content and no table change comes out of it. Their text is not harmless: run by Spark as is, the first
     one returns the environment value and the file one returns the file's content."""
     rules = [(name, render_file(sql, arena)) for name, sql, _ in SQLGLOT_ACCEPTS]
-    path = _rule_file(tmp_path, rules)
+    path = rule_file(tmp_path, rules)
     loaded = [r for r in load_rules([path], SCHEMAS, TABLES) if r.template == "custom_sql"]
     assert len(loaded) == len(SQLGLOT_ACCEPTS)  # sqlglot's reading accepted every one of them
-    before = _tables_state(spark)
+    before = tables_state(spark)
     results = RuleRunner(spark, store=dqc_store).run(ASSET, "2024-01-01", STAGED, loaded)
-    assert _tables_state(spark) == before
+    assert tables_state(spark) == before
     assert {r.rule_id for r in results} == {name for name, _ in rules}
     for result in results:
         assert not result.passed and "custom sql refused" in result.message, result.message
@@ -337,7 +327,7 @@ def test_verdicts_are_cached_per_rendered_sql(spark, arena):
     ids=["token_error", "too_deep", "cte_before_definition", "cte_outside_scope"],
 )
 def test_load_gives_one_line_errors(tmp_path, sql, expected):
-    path = _rule_file(tmp_path, [("r1", sql)])
+    path = rule_file(tmp_path, [("r1", sql)])
     with pytest.raises(RuleError) as info:
         load_rules([path], SCHEMAS, TABLES)
     message = str(info.value)
@@ -430,32 +420,6 @@ def render_file(sql: str, arena: dict | None) -> str:
     return sql.replace("{file}", str(arena["canary"])).replace("{url}", arena["url"])
 
 
-def _rule_file(folder: Path, rules: list[tuple[str, str]], asset: str = ASSET) -> Path:
-    """A rule file of custom_sql rules, each SQL a literal block (a double-quoted scalar when it holds a \\r)."""
-    lines = [f"asset: {asset}", f"reads: {json.dumps(list(READS))}", "rules:"]
-    for rid, sql in rules:
-        lines += [f"  - id: {rid}", "    template: custom_sql", "    params:"]
-        lines += ["      sql: |"] if "\r" not in sql else [f"      sql: {json.dumps(sql)}"]
-        if "\r" not in sql:
-            lines += [f"        {line}" for line in sql.splitlines()]
-        lines += ['    comparator: "="', "    expect: 0"]
-    path = folder / f"rules_{uuid.uuid4().hex[:6]}.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def _tables_state(spark) -> dict[str, object]:
-    state: dict[str, object] = {}
-    for db in ("dwd", "ods"):
-        names = sorted(r.tableName for r in spark.sql(f"SHOW TABLES IN {db}").collect())
-        state[db] = names
-        for name in names:
-            rows = sorted(map(str, spark.table(f"{db}.{name}").collect()))
-            snapshots = [r[0] for r in spark.sql(f"SELECT snapshot_id FROM {db}.{name}.snapshots").collect()]
-            state[f"{db}.{name}"] = (rows, sorted(snapshots))
-    return state
-
-
 def test_check_custom_sql_is_what_load_uses():
     """The continuation attacks really pass the load-time guard (the reason they must be judged by Spark)."""
     for _, sql, _ in SQLGLOT_ACCEPTS:
@@ -472,7 +436,7 @@ def test_dqc_rules_spark_judges_custom_sql_against_the_warehouse(
     monkeypatch.setenv("SHARP_WAREHOUSE_DIR", str(_warehouse_dir / "warehouse"))
     monkeypatch.setenv("SHARP_LOG_DB_URL", f"sqlite:///{_warehouse_dir / 'sharp_log.db'}")
     good = "SELECT count(1) FROM ${table} WHERE user_id IS NULL"
-    path = _rule_file(
+    path = rule_file(
         tmp_path, [("fine", good), ("evil", hidden_statement(f"SELECT {RD}"))], asset="dwd/user_dim"
     )
     assert top.main(["dqc", "rules", "--rules-dir", str(tmp_path), "--spark"]) == 2
@@ -487,7 +451,7 @@ def test_dqc_rules_gives_one_line_for_a_text_sqlglot_cannot_read(tmp_path, capsy
     """A text that makes sqlglot raise something else than a parse error: one line naming file and line, exit 2."""
     import sharp_dagster.cli.main as top
 
-    path = _rule_file(tmp_path, [("r1", "SELECT count(1) FROM ${table}\nWHERE status = 'unterminated")])
+    path = rule_file(tmp_path, [("r1", "SELECT count(1) FROM ${table}\nWHERE status = 'unterminated")])
     assert top.main(["dqc", "rules", "--rules-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err

@@ -28,8 +28,8 @@ from sharp_dagster.dqc.plan_guard import rule_walker
 from sharp_dagster.dqc.rule_files import load_rules
 from sharp_dagster.dqc.runner import RuleRunner
 from sharp_dagster.dqc.sqlguard import SqlRejected
+from sharp_dagster_tests.dqc.confinement_support import STAGED, hidden_statement, rule_file, tables_state
 from sharp_dagster_tests.dqc.conftest import ASSET, SCHEMAS, TABLES
-from sharp_dagster_tests.dqc.test_confinement import STAGED, _rule_file, _tables_state, hidden_statement
 from sharp_dagster_tests.dqc.witness import http_witness
 
 ENV = "SHARP_DATA_DIR"
@@ -139,7 +139,7 @@ def test_there_are_enough_statements():
 
 def test_sql_refuses_each_with_its_reason(witness, warehouse, capsys):
     """Through the real command: exit 2, one line saying why, nothing printed, written, fetched or revealed."""
-    before = _tables_state(warehouse.spark)
+    before = tables_state(warehouse.spark)
     wrong = []
     for name, text, reason in STATEMENTS:
         code = main(["sql", statement(text, "ods.orders", witness["fill"])])
@@ -149,7 +149,7 @@ def test_sql_refuses_each_with_its_reason(witness, warehouse, capsys):
             wrong.append((name, code, out[:200], err[:300]))
     assert wrong == [], "\n".join(map(str, wrong))
     assert witness["hits"] == [] and not witness["link"].is_symlink()
-    assert _tables_state(warehouse.spark) == before
+    assert tables_state(warehouse.spark) == before
 
 
 def test_sql_still_answers_the_same_shapes_with_allowed_calls(witness, capsys):
@@ -173,9 +173,9 @@ def test_a_rule_refuses_each_with_its_reason(spark, witness, warehouse, tmp_path
         (name, hidden_statement(double_quoted(statement(text, "${table}", witness["fill"]))))
         for name, text, _ in STATEMENTS
     ]
-    loaded = load_rules([_rule_file(tmp_path, rules)], SCHEMAS, TABLES)
+    loaded = load_rules([rule_file(tmp_path, rules)], SCHEMAS, TABLES)
     assert len(loaded) == len(STATEMENTS)  # the load-time guard sees none of it
-    before = _tables_state(spark)
+    before = tables_state(spark)
     results = RuleRunner(spark, store=dqc_store).run(ASSET, "2024-01-01", STAGED, loaded)
     reasons = {name: reason for name, _, reason in STATEMENTS}
     wrong = [
@@ -187,7 +187,7 @@ def test_a_rule_refuses_each_with_its_reason(spark, witness, warehouse, tmp_path
     dumped = json.dumps([dataclasses.asdict(r) for r in results], default=str)
     assert witness["env"] not in dumped and witness["token"] not in dumped
     assert witness["hits"] == [] and not witness["link"].is_symlink()
-    assert _tables_state(spark) == before
+    assert tables_state(spark) == before
 
 
 def test_the_parsed_walk_alone_refuses_them(spark, witness):
