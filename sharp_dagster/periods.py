@@ -1,7 +1,9 @@
 """Periods, defined once: the grains, a partition key <-> its time window, and the job log's window bounds.
 
 Every layer that turns a partition key into a time window (the planner, SQL variables, data-quality rules, the
-Dagster partitions, the sensors) asks this module. Times are naive UTC; partition keys match Dagster's daily
+Dagster partitions, the sensors) asks this module. A run parses its partition key once (`period_of_key`, through
+`PeriodSpec.period_for_key`) and hands the `Period` on: its upstream periods (`periods_in_window`), its partition
+columns (`period_values`), its window as SQL text (`window_text`) come from the object, never from the key again. Times are naive UTC; partition keys match Dagster's daily
 (`2024-01-01`) and hourly (`2024-01-01-05:00`) partitions of a UTC partitions definition; the job log stores a
 window bound as fixed-width `yyyyMMddHHmmss`.
 
@@ -12,6 +14,8 @@ window bound as fixed-width `yyyyMMddHHmmss`.
 ('20240102050000', {'dt': '2024-01-02', 'hour': '05'})
 >>> keys_in_window(period_of_key("2024-01-02", "daily"), "hourly")[:2]
 ['2024-01-02-00:00', '2024-01-02-01:00']
+>>> day_before("2024-03-01")
+'2024-02-29'
 """
 
 from __future__ import annotations
@@ -236,15 +240,30 @@ def period_at(ts: datetime, grain: str) -> Period:
     return Period(start, start + GRAINS[grain], grain)
 
 
-def keys_in_window(period: Period, grain: str, lookback: int = 0) -> list[str]:
-    """The partition keys of `grain` that cover `period`, preceded by `lookback` earlier ones (what a partition of
-    `period` reads from an upstream of `grain`)."""
+def periods_in_window(period: Period, grain: str, lookback: int = 0) -> list[Period]:
+    """The periods of `grain` that cover `period`, preceded by `lookback` earlier ones (what a partition of
+    `period` reads from an upstream of `grain`).
+
+    >>> [p.partition_key for p in periods_in_window(period_at(datetime(2024, 1, 2), "daily"), "daily", 1)]
+    ['2024-01-01', '2024-01-02']
+    """
     step = GRAINS[grain]
-    cursor, keys = period.start - step * lookback, []
+    cursor, found = period.start - step * lookback, []
     while cursor < period.end:
-        keys.append(cursor.strftime(KEY_FORMATS[grain]))
+        found.append(Period(cursor, cursor + step, grain))
         cursor += step
-    return keys
+    return found
+
+
+def keys_in_window(period: Period, grain: str, lookback: int = 0) -> list[str]:
+    """The partition keys of `periods_in_window`."""
+    return [p.partition_key for p in periods_in_window(period, grain, lookback)]
+
+
+def day_before(day: str) -> str:
+    """The calendar day before `day` ('YYYY-MM-DD'): a SQL file's `${prev_dt}`, the ODS day a merge of `day`
+    starts from, the day of a source's bootstrap snapshot (the day before its start)."""
+    return (date.fromisoformat(day) - timedelta(days=1)).isoformat()
 
 
 # The partition columns a table of each grain is partitioned by, and their values for one key.

@@ -23,9 +23,16 @@ from functools import lru_cache
 from pathlib import Path
 
 from sharp_dagster.naming import qualified
+from sharp_dagster.periods import Period
 from sharp_dagster.settings import DEFAULT_START, WAREHOUSE_SQL_DIR, warehouse_sql_dir
 from sharp_dagster.warehouse.sources import day_tagged_tables, external_schemas, other_assets, source_edges
-from sharp_dagster.warehouse.variables import VariableError, check_variables, render, window_variables
+from sharp_dagster.warehouse.variables import (
+    VariableError,
+    check_variables,
+    period_variables,
+    render,
+    window_variables,
+)
 
 LAYERS = ("ods", "dwd", "ads")
 _PROP = re.compile(r"^--\s*@([a-z_]+)\s*:\s*(.*?)\s*$")
@@ -62,9 +69,12 @@ class SqlTable:
     def asset_key_path(self) -> list[str]:
         return [self.layer, self.name]
 
-    def render(self, partition_key: str) -> str:
-        """The SQL of one partition, variables substituted from its window."""
-        return render(self.sql, window_variables(partition_key, self.grain), where=str(self.path))
+    def render(self, partition: Period | str) -> str:
+        """The SQL of one partition, variables substituted from its window: a run's `Period` as it is, a partition
+        key (the command line, tests) read as one of the table's grain."""
+        if isinstance(partition, Period):
+            return render(self.sql, period_variables(partition), where=str(self.path))
+        return render(self.sql, window_variables(partition, self.grain), where=str(self.path))
 
 
 @dataclass

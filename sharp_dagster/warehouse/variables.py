@@ -8,9 +8,8 @@ pattern before it is put into SQL. An unknown `${name}` is an error naming the f
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 
-from sharp_dagster.periods import period_of_key, window_text
+from sharp_dagster.periods import Period, day_before, period_of_key, window_text
 
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 KNOWN = ("dt", "hour", "prev_dt", "DATA_RANGE_START", "DATA_RANGE_END")
@@ -28,7 +27,8 @@ class VariableError(ValueError):
 
 
 def window_variables(key: str, grain: str) -> dict[str, str]:
-    """The variables of one partition, from its window (`sharp_dagster.periods`).
+    """The variables of one partition key of `grain` (`period_variables` of its period); a VariableError names a key
+    that is not of that grain.
 
     >>> window_variables("2024-01-02-05:00", "hourly")["DATA_RANGE_END"]
     '2024-01-02 06:00:00'
@@ -37,11 +37,23 @@ def window_variables(key: str, grain: str) -> dict[str, str]:
         period = period_of_key(key, grain)
     except ValueError as exc:
         raise VariableError(f"partition key {key!r}: {exc}") from None
+    return period_variables(period)
+
+
+def period_variables(period: Period) -> dict[str, str]:
+    """The variables of one partition, from its window (`sharp_dagster.periods`): what a run renders its SQL with.
+
+    >>> from sharp_dagster.periods import period_at
+    >>> from datetime import datetime
+    >>> period_variables(period_at(datetime(2024, 3, 1, 5), "hourly"))["prev_dt"]
+    '2024-02-29'
+    """
     start, end = window_text(period)
+    dt = period.start.strftime("%Y-%m-%d")
     return {
-        "dt": period.start.strftime("%Y-%m-%d"),
+        "dt": dt,
         "hour": period.start.strftime("%H"),
-        "prev_dt": (period.start - timedelta(days=1)).strftime("%Y-%m-%d"),
+        "prev_dt": day_before(dt),
         "DATA_RANGE_START": start,
         "DATA_RANGE_END": end,
     }

@@ -239,3 +239,18 @@ def test_long_never_run_stretches(job_log):
     assert queue[100].describe() == f"2024-01-05-04:00 (FAILURE, run {failed})"
     assert "2024-04-14-04:00" not in {p.partition_key for p in queue}
     assert sum(p.last_status is not None for p in queue) == 1
+
+
+def test_periods_in_window_are_the_upstream_periods_without_a_parse():
+    from sharp_dagster.periods import day_before, keys_in_window, period_at, periods_in_window
+
+    day = period_at(datetime(2024, 3, 1), "daily")
+    hours = periods_in_window(day, "hourly")
+    assert len(hours) == 24 and (hours[0].start, hours[-1].end) == (day.start, day.end)
+    assert {p.grain for p in hours} == {"hourly"}
+    week = periods_in_window(day, "daily", lookback=6)
+    assert [p.partition_key for p in week] == keys_in_window(day, "daily", 6)
+    assert week[0].partition_key == "2024-02-24" and week[-1] == day
+    assert day_before("2024-03-01") == "2024-02-29" and day_before("2024-01-01") == "2023-12-31"
+    with pytest.raises(ValueError):
+        day_before("2024-02-30")

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from pathlib import Path
+
 import pytest
 
-from sharp_dagster.warehouse.catalog import WarehouseDefinitionError, discover, load_catalog, parse_sql_file
+from sharp_dagster.periods import period_at
+from sharp_dagster.warehouse.catalog import (
+    SqlTable,
+    WarehouseDefinitionError,
+    discover,
+    load_catalog,
+    parse_sql_file,
+)
 from sharp_dagster.warehouse.dependencies import resolve
-from sharp_dagster.warehouse.variables import VariableError, render, window_variables
+from sharp_dagster.warehouse.variables import VariableError, period_variables, render, window_variables
 
 
 def write(tmp_path, layer, name, text):
@@ -89,6 +99,20 @@ def test_values_are_never_free_text():
     with pytest.raises(VariableError):
         window_variables("2024-13-01", "daily")
     assert render("'${dt}'", window_variables("2024-03-01", "daily")) == "'2024-03-01'"
+
+
+def test_a_period_renders_as_its_key_does():
+    hour = period_at(datetime(2024, 3, 1, 5), "hourly")
+    assert period_variables(hour) == window_variables("2024-03-01-05:00", "hourly")
+    assert period_variables(hour)["prev_dt"] == "2024-02-29"
+    table = SqlTable(
+        "dwd", "t", Path("dwd/t.sql"), "SELECT '${dt}', '${hour}', '${DATA_RANGE_END}'", "", "hourly"
+    )
+    assert (
+        table.render(hour)
+        == table.render("2024-03-01-05:00")
+        == "SELECT '2024-03-01', '05', '2024-03-01 06:00:00'"
+    )
 
 
 def _tagged(tmp_path, name: str, text: str):

@@ -47,7 +47,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,7 @@ from sharp_dagster.cdc.source.config_fields import (
     read_start,
 )
 from sharp_dagster.cdc.source.shards import PHYSICAL_TABLE_COLUMN, ShardRule, ShardRules
+from sharp_dagster.periods import day_before
 from sharp_dagster.settings import source_password
 
 PASSWORD_ENV = "SHARP_CDC_MYSQL_PASSWORD"
@@ -358,4 +359,4 @@ def snapshot_day(start: str) -> str:
     >>> snapshot_day("2024-01-01")
     '2023-12-31'
     """
-    return (date.fromisoformat(start) - timedelta(days=1)).isoformat()
+    return day_before(start)
