@@ -55,6 +55,7 @@ from sharp_dagster.lineage.openlineage import schema_fields
 from sharp_dagster.logdriven import job_log_or_fail
 from sharp_dagster.naming import key_str, parts
 from sharp_dagster.partitions import partitions_for
+from sharp_dagster.periods import Period
 from sharp_dagster.publish.claimed_range import claimed_range
 from sharp_dagster.publish.materialize import materialize_partitions
 from sharp_dagster.publish.range import drop_orphans
@@ -285,8 +286,8 @@ class OdsMerge:
         self.job_name = ods_table.asset_key_str
         self.spark_resource = spark_resource
 
-    def __call__(self, key: str, run: PartitionRun) -> StagedOdsDay:
-        return self.stage_range([run], run.branch).day(key)
+    def __call__(self, period: Period, run: PartitionRun) -> StagedOdsDay:
+        return self.stage_range([run], run.branch).day(period.partition_key)
 
     def stage_range(self, runs: list[PartitionRun], branch: str) -> StagedOds:
         """The runs' days (consecutive, oldest first) staged on `branch`; each run's steps record its own day."""

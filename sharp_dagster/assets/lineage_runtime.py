@@ -1,9 +1,10 @@
 """The run-time lineage check of a SQL asset, in Dagster: parsed lineage against Spark's analyzed plan.
 
 Every SQL asset declares the non-blocking check `lineage_runtime` (`check_specs`). When a partition's SELECT has
-been analyzed by Spark (`sql_assets._transform`), `RuntimeLineageCheck.observe` reads the analyzed plan
-(`lineage/spark_plan.py`), compares it with the parser's lineage of the table's SQL as the project builds it
-(`warehouse/catalog_lineage.py`; `lineage/runtime.py` does the comparison) and keeps both answers with the run:
+been rendered and analyzed by Spark (`sql_assets._transform`), `RuntimeLineageCheck.observe` takes that SQL text
+and reads the analyzed plan (`lineage/spark_plan.py`), compares it with the parser's lineage of the table's SQL as
+the project builds it (`warehouse/catalog_lineage.py`; `lineage/runtime.py` does the comparison) and keeps both
+answers with the run:
 
 - in the check's metadata (`parsed`, `spark`, `differences`), and
 - in `<SHARP_WAREHOUSE_DIR>/lineage_runs/<layer>/<table>/<partition key>.json` (the latest run of that partition; the
@@ -87,15 +88,16 @@ class RuntimeLineageCheck:
         self.table = table
         self.outcomes: list[dict[str, Any]] = []
 
-    def observe(self, context: Any, partition_key: str, df: Any) -> dict[str, Any]:
-        """Compare the parser with the plan of `df` (the partition's statement); keep both answers."""
+    def observe(self, context: Any, partition_key: str, df: Any, sql: str) -> dict[str, Any]:
+        """Compare the parser with the plan of `df`, the partition's statement `sql` as the run rendered it (not
+        rendered again); keep both answers."""
         table = self.table
         outcome: dict[str, Any] = {
             "asset": table.asset_key_str,
             "partition": partition_key,
             "run_id": getattr(context, "run_id", None),
             "checked_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "sql": table.render(partition_key),
+            "sql": sql,
         }
         try:
             lineage = parsed_lineage(table)

@@ -28,7 +28,7 @@ from sharp_dagster.cdc.ods.read import require_days
 from sharp_dagster.joblog.planner import LogDrivenAsset
 from sharp_dagster.naming import parts
 from sharp_dagster.partitions import partitions_for
-from sharp_dagster.periods import keys_in_window, partition_values, period_of_key
+from sharp_dagster.periods import Period, period_values, periods_in_window
 from sharp_dagster.publish.materialize import materialize_partitions
 from sharp_dagster.publish.run import AssetPublish, PartitionRun
 from sharp_dagster.redact import scrub_text
@@ -95,7 +95,8 @@ def build_sql_asset(
         spark_resource = context.resources.spark
         runtime_check = lineage_runtime.RuntimeLineageCheck(table)
 
-        def compute(key: str, run: PartitionRun):
+        def compute(period: Period, run: PartitionRun):
+            key = period.partition_key
             with run.step("read", source_type="iceberg") as rec:
                 # Every upstream partition must hold rows, every upstream ODS day must have its tag (a missing one
                 # fails, named); the SQL reads the tables by name. The rows read are counted from the tables'
@@ -103,12 +104,14 @@ def build_sql_asset(
                 needed_by = f"{table.asset_key_str}[{key}]"
                 rec.source_count = run.source_count = sum(
                     require_upstream(
-                        run.tables, table, up, upstream_keys(table, up, key, grains), grains, needed_by
+                        run.tables, table, up, upstream_periods(table, up, period, grains), grains, needed_by
                     )
                     for up in upstream_assets
                 )
-            df = _transform(context, run, table, key, spark_resource)
-            runtime_check.observe(context, key, df)  # parsed lineage vs Spark's analyzed plan
+            sql, df = _transform(context, run, table, period, spark_resource)
+            runtime_check.observe(
+                context, key, df, sql
+            )  # parsed lineage vs Spark's analyzed plan of that SQL
             return df
 
         target = table_ref_for(table.asset_key_path, table.grain)
@@ -119,13 +122,15 @@ def build_sql_asset(
     return _sql_asset
 
 
-def _transform(context, run: PartitionRun, table: SqlTable, key: str, spark_resource):
+def _transform(context, run: PartitionRun, table: SqlTable, period: Period, spark_resource):
+    """The `transform` step: the table's SQL rendered once for `period`; (that SQL, its rows)."""
+    key = period.partition_key
     with run.step("transform", source_type="spark") as rec:
-        sql = table.render(key)
+        sql = table.render(period)
         rec.info(f"rendered {table.path.name} for {key}")
         context.log.debug(f"{table.qualified} [{key}]\n{sql}")
         try:
-            return spark_resource.session().sql(sql)
+            return sql, spark_resource.session().sql(sql)
         except Exception as exc:  # AnalysisException and friends: name the table and file
             raise Failure(  # the error text may quote a JDBC URL: scrubbed, and not chained (its text is raw)
                 description=scrub_text(f"{table.qualified}: the SQL of {table.path} failed for {key}: {exc}")
@@ -133,22 +138,22 @@ def _transform(context, run: PartitionRun, table: SqlTable, key: str, spark_reso
 
 
 def require_upstream(
-    tables, table: SqlTable, up: str, keys: list[str], grains: dict[str, str], needed_by: str
+    tables, table: SqlTable, up: str, periods: list[Period], grains: dict[str, str], needed_by: str
 ) -> int:
     """The rows of the upstream periods one partition reads: a `dt` table's partitions, or an ODS table's day
     tags (`cdc.ods.read`: the SQL reads them `VERSION AS OF '${dt}'`)."""
     if up in day_tagged_tables():
-        return require_days(tables, parts(up)[1], keys, needed_by=needed_by)
+        return require_days(tables, parts(up)[1], [p.partition_key for p in periods], needed_by=needed_by)
     grain = grains.get(up, table.grain)
     ref = table_ref_for(parts(up), grain)
-    return tables.require_partitions(ref, [partition_values(k, grain) for k in keys], needed_by=needed_by)
+    return tables.require_partitions(ref, [period_values(p) for p in periods], needed_by=needed_by)
 
 
-def upstream_keys(table: SqlTable, upstream: str, key: str, grains: dict[str, str]) -> list[str]:
-    """The upstream partition keys one partition reads: the same window (all its hours for an hourly upstream
-    of a daily table), plus `@lookback` earlier partitions."""
+def upstream_periods(table: SqlTable, upstream: str, period: Period, grains: dict[str, str]) -> list[Period]:
+    """The upstream periods one partition reads: the same window (all its hours for an hourly upstream of a daily
+    table), plus `@lookback` earlier partitions."""
     up_grain = grains.get(upstream, table.grain)
-    return keys_in_window(period_of_key(key, table.grain), up_grain, table.lookback.get(upstream, 0))
+    return periods_in_window(period, up_grain, table.lookback.get(upstream, 0))
 
 
 def external_asset_specs(catalog: WarehouseCatalog, names: list[str]) -> list[AssetSpec]:

@@ -3,7 +3,8 @@
 `RuleContext` holds the partition key, `dt`, the data range and the job log's counts (for reconciliation rules);
 `RuleContext.variables` gives the values of the run-time placeholders (`quoting.CONTEXT_VARIABLES`, and the
 normalised window of `quoting.INTERNAL_VARIABLES`) that the compiler fills in, each checked to hold only safe
-characters. The window defaults to the partition's day or hour.
+characters. The window defaults to the run's period (`period`, parsed once when the run started: this module never
+reads the grain off a key), else to the window of the partition key alone.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from sharp_dagster.periods import period_of_key, window_text
+from sharp_dagster.periods import Period, period_of_key, window_text
 
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_\-:. ]*$")
 
@@ -41,9 +42,9 @@ def _normalise_ts(value: Any, what: str) -> str:
     raise ValueError(f"{what}: cannot read {text!r} as a timestamp")
 
 
-def _window_of_partition(key: str) -> tuple[str, str] | None:
-    """The time window of a daily (`2024-01-01`) or hourly (`2024-01-01-05:00`) partition key, as SQL timestamps;
-    None for a key that is no time window."""
+def _window_of_key(key: str) -> tuple[str, str] | None:
+    """The window of a context given only a partition key (the command line, tests; a run gives its `Period`), as
+    `periods.period_of_key` reads the key; None for a key that is no time window."""
     try:
         return window_text(period_of_key(key))
     except ValueError:
@@ -54,8 +55,8 @@ def _window_of_partition(key: str) -> tuple[str, str] | None:
 class RuleContext:
     """What a run knows about the partition being checked.
 
-    `dt` defaults to the partition key's date; the window defaults to the partition's day or hour.
-    `source_count` / `target_count` are the job log's counts for reconciliation rules.
+    `dt` defaults to the partition key's date; the window defaults to the run's `period` (its day or hour), else to
+    the partition key's. `source_count` / `target_count` are the job log's counts for reconciliation rules.
     """
 
     partition_key: str | None = None
@@ -65,6 +66,7 @@ class RuleContext:
     run_id: str | None = None
     source_count: int | None = None
     target_count: int | None = None
+    period: Period | None = None
 
     _KEYS = {
         "partition_key": "partition_key",
@@ -107,7 +109,10 @@ class RuleContext:
         dt = self.dt or (str(key)[:10] if key and re.match(r"^\d{4}-\d{2}-\d{2}", str(key)) else None)
         if dt is not None:
             out["dt"] = str(dt)
-        window = _window_of_partition(str(key)) if key else None
+        if self.period is not None:
+            window: tuple[str, str] | None = window_text(self.period)
+        else:
+            window = _window_of_key(str(key)) if key else None
         if self.data_range_start is not None:
             out["DATA_RANGE_START"] = str(self.data_range_start)
             out["_window_start"] = _normalise_ts(self.data_range_start, "DATA_RANGE_START")

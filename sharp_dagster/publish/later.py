@@ -69,7 +69,8 @@ def audit_later(
         runner = RuleRunner(store.spark, store=DqcStore(run.job_log.engine))
         rec.source_count = 0
         for key, part in parts:
-            ctx = rule_context(run, part, asset.grain, later=key)
+            # A later day's key, read once into its period (the run's own period was parsed when it started).
+            ctx = rule_context(run, part, later=run.asset.spec.period_for_key(key))
             results = runner.run(run.asset.job_name, key, part.read(store), rules, ctx)
             audited.append(LaterAudit(key, part, results))
             rec.source_count += part.row_count

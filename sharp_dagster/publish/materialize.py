@@ -10,7 +10,7 @@ UI, a backfill, a sensor or `sharp-dagster log rerun` (which launches Dagster ru
    run is refused naming the holder); a heartbeat thread keeps the claim alive (interval min(10 s, timeout / 4)).
 3. **gate**: every upstream period the partition reads (any grain, `@lookback` included) must be SUCCESS in its
    latest attempt (`planner.require_upstreams_done`), else the run is refused and recorded as FAILURE naming it.
-4. **read / transform**: the asset's `compute(key, run)` records its steps and returns the partition's rows.
+4. **read / transform**: the asset's `compute(period, run)` records its steps and returns the partition's rows.
 5. **stage**: the rows are written to an Iceberg branch `stage_<partition>_<attempt>` of the table; `main`, which
    every reader reads, does not change (`spark/wap.py`). Branches left by killed attempts of the same partition
    are dropped first. An ODS merge stages its day itself (`cdc/ods/stage.py`): the day merged onto the branch
@@ -150,9 +150,9 @@ def _one_period(
     later: list = []
     run = PartitionRun.begin(context, asset.log_asset, period, tables, application_id=app_id)
     try:
-        out = asset.compute(key, run)
+        out = asset.compute(period, run)
         staged = run.stage(asset.target, run.values, out) if isinstance(out, DataFrame) else run.adopt(out)
-        results = evaluate(run, tables, staged, asset.rules, asset.grain, asset.grains) if asset.rules else []
+        results = evaluate(run, tables, staged, asset.rules, asset.grains) if asset.rules else []
         # A run that re-publishes later periods (an ODS re-run) audits them too: unless its own rules failed.
         if not blocking_failures(results):
             later = audit_later(run, tables, staged, asset)

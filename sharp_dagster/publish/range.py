@@ -75,7 +75,7 @@ def materialize_range(
                 runs.append(run)
                 held[run.handle.range_start] = str(run.run_id)
                 if asset.stage_range is None:
-                    frames.append((run.values, asset.compute(run.key, run), str(run.handle.token)))
+                    frames.append((run.values, asset.compute(period, run), str(run.handle.token)))
         branch = branch_name(f"{runs[0].key}_{runs[-1].key}_{runs[0].handle.token}_{len(runs)}")
         if asset.stage_range is not None:
             staged = asset.stage_range(runs, branch)
@@ -146,7 +146,7 @@ def _audit(runs: list[PartitionRun], staged, tables: IcebergTables, asset: Asset
     step); `BatchAbandoned` at the first period whose strong rules fail (the sequential run then records it)."""
     if not asset.rules:
         return [[] for _ in runs], audit_later(runs[-1], tables, staged, asset)
-    out = evaluate_range(runs, tables, staged, asset.rules, asset.grain, asset.grains)
+    out = evaluate_range(runs, tables, staged, asset.rules, asset.grains)
     for run, results in zip(runs, out, strict=False):
         names = failed_rule_names(results)
         if names:

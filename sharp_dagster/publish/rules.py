@@ -19,13 +19,13 @@ from sharp_dagster.dqc.rules import Rule
 from sharp_dagster.dqc.runner import BlockingFailure, RuleRunner, alert_failures, blocking_failures
 from sharp_dagster.dqc.store import DqcStore
 from sharp_dagster.naming import parts
-from sharp_dagster.periods import PARTITION_COLUMNS
+from sharp_dagster.periods import PARTITION_COLUMNS, Period
 from sharp_dagster.publish.run import PartitionRun, Staged
 from sharp_dagster.redact import scrub_text
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.spark.wap_range import StagedRange
-from sharp_dagster.warehouse.variables import window_variables
+from sharp_dagster.warehouse.variables import period_variables
 
 
 def register_other_tables(store: IcebergTables, rules: list[Rule], grains: Mapping[str, str]) -> None:
@@ -42,13 +42,12 @@ def evaluate(
     store: IcebergTables,
     staged: Staged,
     rules: Sequence[Rule],
-    grain: str,
     grains: Mapping[str, str],
 ) -> list[RuleResult]:
     """All rules of one staged partition (or ODS day: its whole state at its snapshot) in one scan, recorded as the
     job log's `checks` step and in dqc_result."""
     key = run.handle.partition_key
-    ctx = rule_context(run, staged, grain)
+    ctx = rule_context(run, staged)
     with run.step("checks", source_type="spark") as rec:
         register_other_tables(store, rules, grains)
         runner = RuleRunner(store.spark, store=DqcStore(run.job_log.engine))
@@ -62,7 +61,6 @@ def evaluate_range(
     store: IcebergTables,
     staged: Any,
     rules: Sequence[Rule],
-    grain: str,
     grains: Mapping[str, str],
 ) -> list[list[RuleResult]]:
     """`evaluate` for every period of a staged range (`runs[i]` staged `staged.parts[i]`), oldest first, each its
@@ -72,7 +70,7 @@ def evaluate_range(
     if not isinstance(staged, StagedRange):
         results = []
         for run, part in zip(runs, staged.parts, strict=True):
-            results.append(evaluate(run, store, part, rules, grain, grains))
+            results.append(evaluate(run, store, part, rules, grains))
             if blocking_failures(results[-1]):
                 break
         return results
@@ -82,7 +80,7 @@ def evaluate_range(
         runner = RuleRunner(store.spark, store=DqcStore(runs[0].job_log.engine))
         rows, frames = store.read_staged_range(staged)
         partitions = [
-            (run.handle.partition_key, df, rule_context(run, part, grain))
+            (run.handle.partition_key, df, rule_context(run, part))
             for run, part, df in zip(runs, staged.parts, frames, strict=True)
         ]
         results = runner.run_range(
@@ -99,19 +97,20 @@ def evaluate_range(
     return results
 
 
-def rule_context(run: PartitionRun, staged: Staged, grain: str, later: str | None = None) -> RuleContext:
-    """The rules' parameters of the run's period; of the `later` period the run re-publishes, when given (its own
-    key, dt, window and counts: `later.py`)."""
-    key = later or run.handle.partition_key
-    variables = window_variables(key, grain)
+def rule_context(run: PartitionRun, staged: Staged, later: Period | None = None) -> RuleContext:
+    """The rules' parameters of the run's period (`run.period`, parsed once when the run started); of the `later`
+    period the run re-publishes, when given (its own key, dt, window and counts: `later.py`)."""
+    period = later or run.period
+    variables = period_variables(period)
     return RuleContext(
-        partition_key=key,
+        partition_key=period.partition_key,
         dt=variables["dt"],
         data_range_start=variables["DATA_RANGE_START"],
         data_range_end=variables["DATA_RANGE_END"],
         run_id=run.run_id,
         source_count=getattr(staged, "source_count", None) if later else run.source_count,
         target_count=staged.row_count,
+        period=period,
     )
 
 

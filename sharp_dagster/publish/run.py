@@ -72,9 +72,10 @@ class Staged(Protocol):
     def later_parts(self) -> Sequence[tuple[str, Staged]]: ...
 
 
-# compute(key, run) -> the partition's rows, which the lifecycle stages on the run's branch; or what the compute
-# staged itself (an ODS merge's days: `Staged`). It records its own read/transform steps.
-Compute = Callable[[str, "PartitionRun"], "DataFrame | Staged"]
+# compute(period, run) -> the partition's rows, which the lifecycle stages on the run's branch; or what the compute
+# staged itself (an ODS merge's days: `Staged`). It records its own read/transform steps. `period` is the run's
+# `Period`, parsed from the partition key once when the run started (`materialize.py`).
+Compute = Callable[[Period, "PartitionRun"], "DataFrame | Staged"]
 
 
 @dataclass(frozen=True)

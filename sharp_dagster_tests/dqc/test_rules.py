@@ -198,6 +198,18 @@ def test_context_variables_are_checked_and_derived():
         RuleContext.coerce({"sourcecount": 3})
 
 
+def test_context_window_comes_from_the_runs_period():
+    from datetime import datetime
+
+    from sharp_dagster.periods import period_at
+
+    hour = period_at(datetime(2024, 1, 1, 5), "hourly")
+    # The period decides the window, not the key's shape: a run hands the period it parsed once.
+    v = RuleContext(partition_key="anything", dt="2024-01-01", period=hour).variables()
+    assert (v["_window_start"], v["_window_end"]) == ("2024-01-01 05:00:00", "2024-01-01 06:00:00")
+    assert RuleContext.coerce(RuleContext(period=hour), "2024-01-01-05:00").period == hour
+
+
 def test_yaml_comparator_spelling(tmp_path):
     path = tmp_path / "cmp.yaml"
     path.write_text(f"rules:\n  - {{id: a, asset: {ASSET}, template: row_count, comparator: =, expect: 1}}\n")

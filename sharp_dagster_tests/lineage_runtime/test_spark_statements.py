@@ -202,6 +202,7 @@ def test_time_travel_to_a_tag_is_a_read_of_the_table(store):
             1
         ]  # the tagged day, not main's newer row
     table = SqlTable("lrt_out", "tagged_day", Path("lrt_out/tagged_day.sql"), sql, "", rendered=sql)
-    outcome = RuntimeLineageCheck(table).observe(None, day, spark.sql(table.render(day)))
+    rendered = table.render(day)
+    outcome = RuntimeLineageCheck(table).observe(None, day, spark.sql(rendered), rendered)
     assert outcome["passed"] and not outcome.get("error") and outcome["differences"] == []
     assert outcome["spark"]["tables"] == outcome["parsed"]["tables"] == ["lrt_src.days"]

@@ -13,6 +13,7 @@ from sharp_dagster.assets.sql_assets import require_upstream
 from sharp_dagster.cdc.merge.fold import published
 from sharp_dagster.cdc.ods.read import day_counts, read_days, require_days
 from sharp_dagster.partitions import partitions_for
+from sharp_dagster.periods import period_of_key
 from sharp_dagster.resources.io_manager import SparkTableIOManager
 from sharp_dagster.resources.spark import SparkResource
 from sharp_dagster.spark.tables import MissingPartitionError, TableRef
@@ -93,9 +94,11 @@ def test_the_read_check_counts_tags_from_metadata_and_names_a_missing_day(spark,
     assert require_days(store, "orders", [DAY1, DAY2]) == counts[DAY1] + counts[DAY2]
 
     table = load_catalog().get("dwd/order_detail")
-    assert require_upstream(store, table, "ods.order_item", [DAY1], {}, "dwd/order_detail[2024-01-02]") == 5
+    # A run hands require_upstream the upstream periods it reads.
+    day1, day2 = period_of_key(DAY1, "daily"), period_of_key(DAY2, "daily")
+    assert require_upstream(store, table, "ods.order_item", [day1], {}, "dwd/order_detail[2024-01-02]") == 5
     with pytest.raises(MissingPartitionError) as err:
-        require_upstream(store, table, "ods.order_item", [DAY2], {}, "dwd/order_detail[2024-01-03]")
+        require_upstream(store, table, "ods.order_item", [day2], {}, "dwd/order_detail[2024-01-03]")
     assert (
         "upstream day not published needed by dwd/order_detail[2024-01-03]: ods.order_item[tag 2024-01-03]"
         in (str(err.value))
