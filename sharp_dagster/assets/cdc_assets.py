@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 from contextlib import ExitStack
-from datetime import date, timedelta
 
 from dagster import (
     AssetDep,
@@ -48,7 +47,7 @@ from sharp_dagster.cdc.ods import stage as ods_stage
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.columns import state_columns
 from sharp_dagster.cdc.ods.stage import StagedOds, StagedOdsDay, day_properties
-from sharp_dagster.cdc.ods.versions import ods_ref
+from sharp_dagster.cdc.ods.versions import days_after, ods_ref, previous_day, start_of
 from sharp_dagster.joblog.incremental import format_offsets, plan_kafka
 from sharp_dagster.joblog.planner import LogDrivenAsset
 from sharp_dagster.lineage.openlineage import schema_fields
@@ -295,13 +294,14 @@ class OdsMerge:
         changes = {}
         for run in runs:
             self._check_done(run.key, run)
-        self._check_previous(store, runs[0].key)
+        published = ods_store.published_days(store, table.name)  # read once for the stage, passed on
+        self._check_previous(published, runs[0].key)
         for run in runs:
             with run.step("read", source_type="iceberg") as rec:
                 changes[run.key] = self._read_day(store, run.key)
                 rec.source_count = run.source_count = changes[run.key][1]
         own = [run.key for run in runs]
-        later = ods_stage.later_days(store, table.name, own[-1])
+        later = days_after(published, own[-1])
         if later:
             with runs[-1].step("read_later", source_type="iceberg") as rec:
                 for day in later:
@@ -311,10 +311,11 @@ class OdsMerge:
                     f"a re-run of {own[-1]} while {len(later)} later day(s) are published ({', '.join(later)}): "
                     "their changes are merged again after it and they are re-published with it"
                 )
-        return self._write(runs, branch, (own, later), changes)
+        return self._write(runs, branch, (own, later), changes, published)
 
-    def _write(self, runs: list[PartitionRun], branch: str, days, changes: dict) -> StagedOds:
-        """The `write` step of every run around ONE merge of the days onto `branch`."""
+    def _write(self, runs: list[PartitionRun], branch: str, days, changes: dict, published) -> StagedOds:
+        """The `write` step of every run around ONE merge of the days onto `branch` (cut at the tag of the day
+        before the first, among the `published` days read for this stage)."""
         table, store = self.table, runs[0].tables
         own, later = days
         with ExitStack() as steps:
@@ -336,6 +337,7 @@ class OdsMerge:
                     {run.key: (str(run.handle.token), run.properties()) for run in runs}, later
                 ),
                 reads={day: found[1] for day, found in changes.items()},
+                published=published,
             )
             together = f" (one branch for {len(own)} days)" if len(own) > 1 else ""
             for run, rec, part in zip(runs, recs, staged.parts, strict=True):
@@ -351,10 +353,11 @@ class OdsMerge:
                 recs[-1].info(f"re-merged the later published day(s) {', '.join(later)} after it on {branch}")
         return staged
 
-    def _check_previous(self, store: IcebergTables, key: str) -> None:
-        """The day before `key` must be published (its tag): the state the merge starts from."""
-        previous = (date.fromisoformat(key) - timedelta(days=1)).isoformat()
-        if previous not in ods_store.published_days(store, self.table.name):
+    def _check_previous(self, published: list[str], key: str) -> None:
+        """The day before `key` must be among the `published` days (its tag): the state the merge starts from
+        (`versions.start_of`)."""
+        if start_of(key, published) is None:
+            previous = previous_day(key)
             hint = " (the bootstrap snapshot)" if previous == bootstrap_day(self.table.start) else ""
             raise Failure(
                 description=f"{self.job_name} [{key}]: no state of {previous}{hint}: ods.{self.table.name} has "

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -41,7 +40,7 @@ from sharp_dagster.cdc.merge.plan import MergePlan, delta_key_names
 from sharp_dagster.cdc.merge.result import DELETED_COLUMN, SEQ_COLUMN, SEQ_TYPE
 from sharp_dagster.cdc.merge.result import finalize as _finalize
 from sharp_dagster.cdc.ods import store as ods_store
-from sharp_dagster.cdc.ods.versions import day_tag, ods_ref, tombstones_ref
+from sharp_dagster.cdc.ods.versions import day_tag, ods_ref, previous_day, start_of, tombstones_ref
 from sharp_dagster.cdc.ods.write import DEAD, HELD, temp_view, tombstone_columns, write_rows
 from sharp_dagster.failpoints import failpoint
 from sharp_dagster.spark import refs
@@ -343,11 +342,15 @@ def write_state(
     return live.count()
 
 
-def predecessor(store: IcebergTables, table: str, day: str) -> str:
-    """The published day a merge of `day` starts from: the calendar day before it, which must be tagged."""
-    before = (date.fromisoformat(day_tag(day)) - timedelta(days=1)).isoformat()
-    if before not in ods_store.published_days(store, table):
-        raise LookupError(f"ods.{table}: no published state of {before} (its tag) to merge {day} onto")
+def predecessor(store: IcebergTables, table: str, day: str, published: Sequence[str] | None = None) -> str:
+    """The published day a merge of `day` starts from (`versions.start_of`), a LookupError when it is not tagged;
+    `published`: the table's published days when the caller read them already (else they are read here)."""
+    days = ods_store.published_days(store, table) if published is None else published
+    before = start_of(day, days)
+    if before is None:
+        raise LookupError(
+            f"ods.{table}: no published state of {previous_day(day)} (its tag) to merge {day} onto"
+        )
     return before
 
 
@@ -360,12 +363,14 @@ def stage_days(
     key_columns: Sequence[str],
     shard_column: str | None = None,
     properties: Mapping[str, Mapping[str, str]] | None = None,
+    published: Sequence[str] | None = None,
 ) -> tuple[list[StagedDay], int | None]:
     """Merge `days` (consecutive, oldest first) one after the other on `branch`, cut at the tag of the day before
     the first: a new day, a range, or a re-run of day D with every later published day after it. `changes_of(day)`
     gives a day's changes and events; `properties[day]` what the day's commits carry (the attempt that merges
-    it). Returns the staged days and the `main` head `publish_days` fences on."""
-    expected_main = ods_store.cut(store, table, branch, predecessor(store, table, days[0]))
+    it); `published` the table's published days as the caller read them. Returns the staged days and the `main` head
+    `publish_days` fences on."""
+    expected_main = ods_store.cut(store, table, branch, predecessor(store, table, days[0], published))
     # The branch is cut, no day is merged onto it yet: where the fault tests kill a run mid-write.
     failpoint("mid_write")
     staged = []

@@ -25,7 +25,7 @@ from sharp_dagster.cdc.ods import merge as ods_merge
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.merge import StagedDay
 from sharp_dagster.cdc.ods.read import live_rows
-from sharp_dagster.cdc.ods.versions import ods_ref
+from sharp_dagster.cdc.ods.versions import days_after, ods_ref
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.wap import StalePublishError, snapshot_properties
 
@@ -118,8 +118,9 @@ class StagedOdsDay:
 
 
 def later_days(store: IcebergTables, table: str, last: str) -> list[str]:
-    """The published days after `last`: a run of `last` (or of a range ending there) re-publishes them after it."""
-    return [d for d in ods_store.published_days(store, table) if d > last]
+    """The published days after `last` as the table has them now (`versions.days_after`): a run of `last` (or of a
+    range ending there) re-publishes them after it."""
+    return days_after(ods_store.published_days(store, table), last)
 
 
 def stage(
@@ -132,18 +133,21 @@ def stage(
     shard_column: str | None = None,
     properties: Mapping[str, Mapping[str, str]] | None = None,
     reads: Mapping[str, int] | None = None,
+    published: Sequence[str] | None = None,
 ) -> StagedOds:
     """Merge the run's days and the later published days, `days = (own, later)` (consecutive, oldest first; `later`
     as `later_days` gave it), onto `branch` cut at the tag of the day before the first, each day's commits
     carrying `properties[day]`. `StalePublishError` when another day was published since `later` was read (it
-    would be lost). `reads`: the changes read per day (the day's rules' source_count). A failure drops the
-    branch."""
+    would be lost). `reads`: the changes read per day (the day's rules' source_count). `published`: the table's
+    published days as the caller read them for this stage (`later` came from them), so the branch is cut without
+    reading them again; they are read once more after the merge, to see a day published meanwhile. A failure
+    drops the branch."""
     own, later = list(days[0]), list(days[1])
     try:
         staged, expected_main = ods_merge.stage_days(
-            store, table, branch, [*own, *later], changes_of, key_columns, shard_column, properties
+            store, table, branch, [*own, *later], changes_of, key_columns, shard_column, properties, published
         )
-        now = later_days(store, table, own[-1])
+        now = later_days(store, table, own[-1])  # the fence against a day published since `later` was read
         if now != later:
             raise StalePublishError(
                 f"ods.{table}: day(s) {sorted(set(now) - set(later))} published meanwhile"

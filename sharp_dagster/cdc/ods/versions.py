@@ -20,8 +20,10 @@ The one rule (issue 33), used by every writer and reader of ODS:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import date
 
+from sharp_dagster.periods import day_before
 from sharp_dagster.spark.tables import TableRef
 
 ODS_DATABASE = "ods"
@@ -66,6 +68,37 @@ def is_day_tag(name: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def previous_day(day: str) -> str:
+    """The published day a merge of `day` starts from: the calendar day before it (`periods.day_before`), whose
+    tag must exist (`start_of`). The one place the ODS decides it.
+
+    >>> previous_day("2024-03-01")
+    '2024-02-29'
+    """
+    return day_before(day_tag(day))
+
+
+def start_of(day: str, published: Sequence[str]) -> str | None:
+    """`previous_day(day)` when it is among the `published` days (its tag exists), else None: a merge of `day`
+    has no state to start from.
+
+    >>> start_of("2024-01-02", ["2023-12-31", "2024-01-01"]), start_of("2024-01-03", ["2024-01-01"])
+    ('2024-01-01', None)
+    """
+    before = previous_day(day)
+    return before if before in published else None
+
+
+def days_after(published: Sequence[str], last: str) -> list[str]:
+    """The `published` days after `last` (oldest first): a run of `last` (or of a range ending there) re-publishes
+    them after it.
+
+    >>> days_after(["2024-01-01", "2024-01-02", "2024-01-03"], "2024-01-01")
+    ['2024-01-02', '2024-01-03']
+    """
+    return [d for d in published if d > last]
 
 
 def ods_ref(table: str) -> TableRef:
