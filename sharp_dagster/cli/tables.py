@@ -29,7 +29,6 @@ from sharp_dagster.cli.args import int_range
 from sharp_dagster.cli.database import open_job_log
 from sharp_dagster.cli.log import known_assets
 from sharp_dagster.cli.main import CliError
-from sharp_dagster.cli.readonly_sql import judged_query, read_only_conf, sql_error
 from sharp_dagster.settings import Settings
 
 # Spark, the job log's engine and the project's assets are imported inside the commands: building the CLI's
@@ -171,6 +170,11 @@ def _utc(ts: Any) -> str:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
+    from sharp_dagster.cli.readonly_sql import (
+        judged_query,
+        read_only_conf,
+        sql_error,
+    )  # the rules' walker: sqlglot
 
     if not args.statement.strip():
         raise CliError("empty SQL statement")
