@@ -11,6 +11,11 @@ from sharp_dagster_tests.dqc.conftest import ASSET
 
 STAGED = "dqc_test_orders"  # the `orders_view` fixture's temp view
 READS = ("dwd.user_dim",)
+# An environment variable the JVM surely has (the test conftest sets it before the session starts).
+ENV = "SHARP_DATA_DIR"
+# The refusal reasons the attacks are judged by.
+JVM = "calls a Java method"
+XML = "XML parser"
 # `-- ...\` continues a line comment onto the next line in Spark's lexer, not in sqlglot's: the next line is a
 # comment to Spark and code to sqlglot, which opens a string there that hides the line after it.
 HIDE = "SELECT count(1) FROM ${table} -- \\\nWHERE 'a' <> '\n"

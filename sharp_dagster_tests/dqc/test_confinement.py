@@ -26,8 +26,11 @@ from sharp_dagster.dqc.rules import RuleError
 from sharp_dagster.dqc.runner import RuleRunner
 from sharp_dagster.dqc.sqlguard import SqlRejected, check_custom_sql
 from sharp_dagster_tests.dqc.confinement_support import (
+    ENV,
+    JVM,
     READS,
     STAGED,
+    XML,
     hidden,
     hidden_statement,
     rule_file,
@@ -37,12 +40,8 @@ from sharp_dagster_tests.dqc.conftest import ASSET, SCHEMAS, TABLES
 from sharp_dagster_tests.dqc.witness import http_witness
 
 SECRET_VIEW = "dqc_confinement_secret"
-# An environment variable the JVM surely has (the test conftest sets it before the session starts).
-ENV = "SHARP_DATA_DIR"
 R = f"reflect('java.lang.System', 'getenv', '{ENV}')"
 RD = f'reflect("java.lang.System", "getenv", "{ENV}")'  # double-quoted: a string to Spark, nothing to a '...'
-JVM = "calls a Java method"
-XML = "XML parser"
 NOT_ALLOWED = "not on the allow-list"
 NOT_BUILTIN = "not one of Spark's builtin functions"
 QUERY_ONLY = "must be exactly one query"

@@ -28,16 +28,23 @@ from sharp_dagster.dqc.plan_guard import rule_walker
 from sharp_dagster.dqc.rule_files import load_rules
 from sharp_dagster.dqc.runner import RuleRunner
 from sharp_dagster.dqc.sqlguard import SqlRejected
-from sharp_dagster_tests.dqc.confinement_support import STAGED, hidden_statement, rule_file, tables_state
+from sharp_dagster_tests.dqc.confinement_support import (
+    ENV,
+    JVM,
+    STAGED,
+    XML,
+    hidden_statement,
+    rule_file,
+    tables_state,
+)
 from sharp_dagster_tests.dqc.conftest import ASSET, SCHEMAS, TABLES
 from sharp_dagster_tests.dqc.witness import http_witness
 
-ENV = "SHARP_DATA_DIR"
 GETENV = f"reflect('java.lang.System', 'getenv', '{ENV}')"
 SYMLINK = "java_method('org.apache.hadoop.fs.FileUtil', 'symLink', '{file}', '{link}')"
 DTD = "xpath_string('<!DOCTYPE a SYSTEM \"{url}/a.dtd\"><a>1</a>', 'a')"
 XSD = "from_xml('<a>1</a>', 'a INT', map('rowValidationXSDPath', '{url}/evil.xsd'))"
-JVM, XML, FILES = "calls a Java method", "XML parser", "read"
+FILES = "read"
 RAISE = "not on the allow-list"
 
 # (name, statement with {T} for the table, what the refusal says)
