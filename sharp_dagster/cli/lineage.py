@@ -2,9 +2,10 @@
 
 - `lineage parse --dialect D` reads a SQL script on stdin and prints one JSON object (ScriptLineage.to_dict()).
 - `lineage graph TABLE --direction up|down|both [--depth N] [--columns]` prints the lineage graph as JSON (vertices, edges).
-- `lineage impact TABLE.COLUMN` prints the downstream columns (and dependent tables) a column change breaks; the
-  table is the longest leading part of the name that is a table (`dwd.t.o.id` is column `o.id`, as is
-  ``dwd.t.`o.id` ``).
+- `lineage impact TABLE.COLUMN...` prints the downstream columns (and the tables whose rows they steer) a change to
+  each column breaks, transitively, with the SQL file and line reading it (`lineage/impact.py`), as a table or
+  `--json`; the table is the longest leading part of the name that is a table (`dwd.t.o.id` is column `o.id`, as is
+  ``dwd.t.`o.id` ``; an ODS table as users read it, `ods.orders.order_status`).
 - `lineage check` lists governance violations; exit status 1 when there is any.
 - `lineage serve [--host H] [--port N]` starts the lineage explorer (a web page per table) on loopback.
 
@@ -81,23 +82,53 @@ def _cmd_graph(args: argparse.Namespace) -> int:
 
 
 def _cmd_impact(args: argparse.Namespace) -> int:
+    from sharp_dagster.lineage.impact import impact, impact_json
+    from sharp_dagster.warehouse.catalog_lineage import sql_texts
+
     graph = _project_graph()
+    texts = sql_texts(_load_catalog())
+    found = []
+    for ref in args.column:
+        table, column = _impact_ref(graph, ref)
+        hits = impact(graph, texts, table, column)
+        known = _columns_of(graph, table)
+        if not hits and column not in known:
+            # An empty answer would read as "nothing breaks": a typo must not look like a safe change.
+            listed = ", ".join(sorted(known)) or "none known"
+            raise CliError(
+                f"unknown column {column!r} of {graph.dataset(table).qualified} (its columns: {listed})"
+            )
+        found.append((f"{graph.dataset(table).qualified}.{column}", hits))
+    if args.json:
+        print(json.dumps([i for _, hits in found for i in impact_json(hits)], ensure_ascii=False, indent=2))
+        return 0
+    print(_impact_table(found))
+    return 0
+
+
+def _impact_ref(graph: Any, ref: str) -> tuple[str, str]:
     try:
-        table, column = graph.column_ref(args.column)
+        return graph.column_ref(ref)
     except ValueError as exc:
         raise CliError(str(exc)) from exc
     except KeyError as exc:
         raise CliError(f"{exc.args[0]} (try layer.table.column or layer/table.column)") from exc
-    hits = graph.column_impact(table, column)
-    known = _columns_of(graph, table)
-    if not hits and column not in known:
-        # An empty answer would read as "nothing breaks": a typo must not look like a safe change.
-        listed = ", ".join(sorted(known)) or "none known"
-        raise CliError(
-            f"unknown column {column!r} of {graph.dataset(table).qualified} (its columns: {listed})"
-        )
-    print(json.dumps([{"table": t, "column": c} for t, c in hits], ensure_ascii=False, indent=2))
-    return 0
+
+
+def _impact_table(found: list[tuple[str, list[Any]]]) -> str:
+    """One line per impacted column: the changed column, the impacted one (`table.*`: its rows), how (value or
+    rows), the column it reads and where; a changed column nothing reads says so."""
+    rows = [("CHANGED", "IMPACTED", "HOW", "READS", "WHERE")]
+    for changed, hits in found:
+        if not hits:
+            rows.append((changed, "(nothing downstream reads it)", "", "", ""))
+        for i in hits:
+            where = ", ".join(str(r) for r in i.reads) or "(not built by SQL)"
+            rows.append((changed, f"{i.table}.{i.column}", i.kind, f"{i.via[0]}.{i.via[1]}", where))
+    widths = [max(len(r[k]) for r in rows) for k in range(4)]
+    return "\n".join(
+        "  ".join(cell.ljust(widths[k]) for k, cell in enumerate(r[:4])) + "  " + r[4] for r in rows
+    ).rstrip()
 
 
 def _columns_of(graph: Any, table: str) -> set[str]:
@@ -135,10 +166,17 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     # Imported here: the server is only needed by this command.
     from sharp_dagster.lineage.explorer.server import serve
+    from sharp_dagster.warehouse.catalog_lineage import sql_texts
 
     graph = _project_graph()
     try:
-        serve(graph, host=args.host, port=args.port, allowed_hosts=args.allow_host or ())
+        serve(
+            graph,
+            host=args.host,
+            port=args.port,
+            allowed_hosts=args.allow_host or (),
+            sql=sql_texts(_load_catalog()),
+        )
     except OSError as exc:
         raise CliError(str(exc)) from exc
     return 0
@@ -161,8 +199,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--columns", action="store_true", help="add column-level edges")
     p.set_defaults(func=_cmd_graph)
 
-    p = sub.add_parser("impact", help="what a change to TABLE.COLUMN breaks downstream")
-    p.add_argument("column", metavar="TABLE.COLUMN")
+    p = sub.add_parser(
+        "impact",
+        help="what a change to TABLE.COLUMN breaks downstream, with the SQL file and line reading it",
+    )
+    p.add_argument(
+        "column", metavar="TABLE.COLUMN", nargs="+", help="e.g. ods.orders.order_status (several allowed)"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON list instead of the table")
     p.set_defaults(func=_cmd_impact)
 
     p = sub.add_parser("check", help="governance rules (layering, naming); exit 1 on a violation")

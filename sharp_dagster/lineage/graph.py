@@ -416,6 +416,15 @@ class LineageGraph:
         out += sorted({(ds[b].qualified, "*") for b in tables} - set(out))
         return out
 
+    def column_readers(self, table: str, column: str) -> tuple[list[tuple[str, str]], list[str]]:
+        """One hop down from `table.column`: the columns computed from it, as (table, column), and the tables whose
+        rows it filters, joins, groups or orders; tables named as the SQL names them, in the graph's order.
+        `column_impact` is the transitive closure of this step (`lineage/impact.py` walks it keeping the path)."""
+        node = (self.index_of(table), column)
+        ds = self._datasets
+        columns = [(ds[b].qualified, c) for b, c in self._col_down.get(node, ())]
+        return columns, [ds[b].qualified for b in self._dep_users.get(node, ())]
+
     def column_sources(self, table: str, column: str) -> list[tuple[str, str]]:
         """Upstream counterpart of column_impact: the columns `table.column` is computed from, transitively."""
         start = (self.index_of(table), column)

@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from sharp_dagster.lineage.graph import Dataset, LineageGraph, split_qualified
+from sharp_dagster.lineage.impact import SqlText
 from sharp_dagster.lineage.openlineage import JobLineage
 from sharp_dagster.lineage.parser import LineageParseError, ScriptLineage, parse_script
 from sharp_dagster.naming import key_str
@@ -26,7 +27,7 @@ from sharp_dagster.warehouse.catalog import load_catalog
 if TYPE_CHECKING:  # the OpenLineage client is imported only by what sends events
     from sharp_dagster.lineage.openlineage import JobLineage
 
-__all__ = ["build_project_graph", "job_lineage", "project_lineage"]
+__all__ = ["build_project_graph", "job_lineage", "project_lineage", "sql_texts"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,12 @@ def project_schemas(catalog: Any, results: Mapping[str, ScriptLineage]) -> dict[
         if known:
             schema[t.qualified] = known
     return schema
+
+
+def sql_texts(catalog: Any) -> dict[str, SqlText]:
+    """Each SQL table's file as `lineage.impact` locates reads in it: named `<layer>/<table>.sql` (the folder the
+    project keeps it in) with its rendered text (variables substituted in place, so its lines are the file's)."""
+    return {t.qualified: SqlText(f"{t.path.parent.name}/{t.path.name}", t.rendered) for t in catalog.tables}
 
 
 def _asset_key_str(qualified: str) -> str:

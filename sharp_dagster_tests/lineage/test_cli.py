@@ -89,11 +89,17 @@ def test_graph_unknown_table_and_bad_depth(catalog):
         run_direct(["lineage", "graph", "ads.gmv", "--depth", "-2"])
 
 
+def _pairs(out: list[dict]) -> list[dict[str, str]]:
+    return [{"table": i["table"], "column": i["column"]} for i in out]
+
+
 def test_impact(catalog, capsys):
-    assert run_direct(["lineage", "impact", "ods.orders.category"]) == 0
+    assert run_direct(["lineage", "impact", "--json", "ods.orders.category"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert {"table": "dwd.detail", "column": "category"} in out
-    assert {"table": "ads.gmv", "column": "*"} in out  # grouped by category
+    assert {"table": "dwd.detail", "column": "category"} in _pairs(out)
+    assert {"table": "ads.gmv", "column": "*"} in _pairs(out)  # grouped by category
+    grouped = next(i for i in out if i["table"] == "ads.gmv" and i["column"] == "*")
+    assert grouped["kind"] == "rows" and grouped["reads"] == [{"file": "ads/gmv.sql", "line": 1}]
     with pytest.raises(CliError, match="TABLE.COLUMN"):
         run_direct(["lineage", "impact", "orders"])
     with pytest.raises(CliError, match="unknown table"):
@@ -110,11 +116,11 @@ def test_impact_of_column_names_holding_dots(monkeypatch, capsys):
     monkeypatch.setattr(lineage_cli, "_load_catalog", lambda: dotted)
     expected = [{"table": "ads.gmv", "column": "order_ref"}, {"table": "ads.gmv", "column": "*"}]
     for name in ("dwd.detail.o.id", "dwd.detail.`o.id`", "`dwd`.`detail`.`o.id`", "dwd/detail.o.id"):
-        assert run_direct(["lineage", "impact", name]) == 0, name
-        assert json.loads(capsys.readouterr().out) == expected, name
+        assert run_direct(["lineage", "impact", "--json", name]) == 0, name
+        assert _pairs(json.loads(capsys.readouterr().out)) == expected, name
     for name in ("ods.orders.order_id", "mysql:shop.orders.order_id"):
-        assert run_direct(["lineage", "impact", name]) == 0
-        assert {"table": "dwd.detail", "column": "o.id"} in json.loads(capsys.readouterr().out)
+        assert run_direct(["lineage", "impact", "--json", name]) == 0
+        assert {"table": "dwd.detail", "column": "o.id"} in _pairs(json.loads(capsys.readouterr().out))
     with pytest.raises(CliError) as err:
         run_direct(["lineage", "impact", "ods.nope.a.b"])
     assert str(err.value) == (
@@ -145,3 +151,59 @@ def test_broken_catalog_sql_is_a_cli_error(monkeypatch):
     monkeypatch.setattr(lineage_cli, "_load_catalog", lambda: bad)
     with pytest.raises(CliError, match="dwd/detail.sql:1:"):
         run_direct(["lineage", "check"])
+
+
+def test_impact_of_several_columns_on_the_projects_sql_as_a_table_and_as_json(capsys):
+    """The project's own catalog: a rename of a column dwd/order_detail.sql reads names every DWD/ADS column with
+    file and line, one line each; several columns in one call; `--json` the same impacts."""
+    argv = ["lineage", "impact", "ods.orders.order_status", "ods/orders.order_time"]
+    assert run_direct(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["CHANGED", "IMPACTED", "HOW", "READS", "WHERE"]
+    rows = [line.split(None, 4) for line in lines[1:]]
+    assert [r for r in rows if r[0] == "ods.orders.order_status"] == [
+        [
+            "ods.orders.order_status",
+            "ads.gmv_by_category.*",
+            "rows",
+            "dwd.order_detail.is_cancelled",
+            "ads/gmv_by_category.sql:12",
+        ],
+        [
+            "ods.orders.order_status",
+            "ads.user_order_stats.*",
+            "rows",
+            "dwd.order_detail.is_cancelled",
+            "ads/user_order_stats.sql:15",
+        ],
+        [
+            "ods.orders.order_status",
+            "dwd.order_detail.is_cancelled",
+            "value",
+            "ods.orders.order_status",
+            "dwd/order_detail.sql:17",
+        ],
+        [
+            "ods.orders.order_status",
+            "dwd.order_detail.order_status",
+            "value",
+            "ods.orders.order_status",
+            "dwd/order_detail.sql:9",
+        ],
+    ]
+    assert [
+        "ods.orders.order_time",
+        "dwd.order_detail.*",
+        "rows",
+        "ods.orders.order_time",
+        "dwd/order_detail.sql:23, dwd/order_detail.sql:24",
+    ] in rows
+    assert run_direct(["lineage", "impact", "--json", *argv[2:]]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(i["changed"]["column"], f"{i['table']}.{i['column']}") for i in out] == [
+        (r[0].rsplit(".", 1)[1], r[1]) for r in rows
+    ]
+    assert out[3]["reads"] == [{"file": "dwd/order_detail.sql", "line": 9}]
+    # A column nothing reads says so rather than printing nothing.
+    assert run_direct(["lineage", "impact", "ods.orders.total_amount"]) == 0
+    assert "(nothing downstream reads it)" in capsys.readouterr().out

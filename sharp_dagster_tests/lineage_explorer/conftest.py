@@ -46,8 +46,8 @@ def made_graph() -> LineageGraph:
     )
 
 
-def _serve(graph: LineageGraph) -> Iterator[ExplorerServer]:
-    server = make_server(graph, "127.0.0.1", 0)
+def _serve(graph: LineageGraph, sql=None) -> Iterator[ExplorerServer]:
+    server = make_server(graph, "127.0.0.1", 0, sql=sql)
     thread = threading.Thread(target=server.serve_forever, name="explorer-test", daemon=True)
     thread.start()
     try:
@@ -60,7 +60,11 @@ def _serve(graph: LineageGraph) -> Iterator[ExplorerServer]:
 
 @pytest.fixture(scope="session")
 def project_server(project_graph: LineageGraph) -> Iterator[ExplorerServer]:
-    yield from _serve(project_graph)
+    """The project's graph served as `lineage serve` serves it: with the SQL files, for the impact's lines."""
+    from sharp_dagster.warehouse.catalog import load_catalog
+    from sharp_dagster.warehouse.catalog_lineage import sql_texts
+
+    yield from _serve(project_graph, sql_texts(load_catalog()))
 
 
 @pytest.fixture(scope="module")

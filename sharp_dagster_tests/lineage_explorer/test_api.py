@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 from urllib.parse import quote
 
 from sharp_dagster.lineage.graph import dataset_urn
+from sharp_dagster_tests.lineage.util import run_direct
 from sharp_dagster_tests.lineage_explorer.conftest import get
 
 GMV = "urn:sharp:dataset:spark:ads.gmv_by_category"
@@ -82,6 +84,29 @@ def test_column_path_and_drop_impact(project_server):
     assert ("ods.order_item", "unit_price", "line_amount") in path
     assert {"table": "ods.order_item", "column": "unit_price"} in gmv["sources"]
     assert gmv["impact"] == []
+
+
+def test_impact_view_answers_as_the_cli(project_server, capsys):
+    """`/api/impact` and the column view's impact are the CLI's `lineage impact --json`, one engine, same lines."""
+    for ref in ("ods.orders.order_status", "ods/order_item.quantity", "dwd.order_detail.line_amount"):
+        assert run_direct(["lineage", "impact", "--json", ref]) == 0
+        cli = json.loads(capsys.readouterr().out)
+        status, body, _ = get(f"{project_server.url}/api/impact?column={ref}")
+        assert status == 200 and body["impact"] == cli, ref
+        table, column = body["table"], body["column"]
+        _, view, _ = get(f"{project_server.url}/api/column?table={table}&column={column}")
+        assert view["impact"] == cli, ref
+    _, status_view, _ = get(f"{project_server.url}/api/impact?column=ods.orders.order_status")
+    dwd = {(i["column"], r["file"], r["line"]) for i in status_view["impact"] for r in i["reads"]}
+    assert ("order_status", "dwd/order_detail.sql", 9) in dwd and (
+        "is_cancelled",
+        "dwd/order_detail.sql",
+        17,
+    ) in dwd
+    status, err, _ = get(f"{project_server.url}/api/impact?column=ods.orders.nope")
+    assert status == 404 and "nope" in err["error"]
+    status, err, _ = get(f"{project_server.url}/api/impact")
+    assert status == 400 and "column" in err["error"]
 
 
 def test_bad_requests_are_named(project_server):

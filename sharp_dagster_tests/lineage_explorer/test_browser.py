@@ -86,10 +86,11 @@ def test_drop_impact_in_the_page(browser, project_server):
         detail = page.locator("tr.detail[data-column='line_amount'][data-ready='1']")
         detail.wait_for(timeout=TIMEOUT_MS)
         broken = detail.locator("ul.impact-columns li").all_inner_texts()
+        # Each broken column with the line of its SQL file that reads line_amount (as `lineage impact` names it).
         assert {b.strip() for b in broken} == {
-            "ads.gmv_by_category.gmv",
-            "ads.gmv_by_category.gmv_share",
-            "ads.user_order_stats.order_amount",
+            "ads.gmv_by_category.gmv read at ads/gmv_by_category.sql:8",
+            "ads.gmv_by_category.gmv_share read at ads/gmv_by_category.sql:10",
+            "ads.user_order_stats.order_amount read at ads/user_order_stats.sql:10",
         }
         assert "ads.user_order_stats.order_amount" in detail.locator(".column-impact").inner_html()
         detail.screenshot(path=str(SCREENSHOTS / "explorer_drop_impact.png"))

@@ -8,7 +8,10 @@ This module owns what the page asks for:
 - `table(table)`: a table's page: its vertex, direct up/downstream tables, its columns (each with its direct
   sources) and its governance warnings;
 - `column(table, column)`: a column's path to its sources (the column edges walked upstream, and the columns
-  at the end of the path), and what dropping it breaks (downstream columns and tables, and their path);
+  at the end of the path), and what dropping it breaks (downstream columns and tables, each with the SQL file and
+  line reading it, and their path);
+- `impact(column)`: what a change to `table.column` breaks, exactly as `sharp-dagster lineage impact --json`
+  prints it (both call `lineage.impact.impact`);
 - `governance()`: every violation of the layer and naming rules.
 
 Bad requests raise `ApiError` with an HTTP status and a message naming what is wrong; the server turns it into a
@@ -23,6 +26,7 @@ from typing import Any
 from sharp_dagster.lineage.explorer.links import table_path
 from sharp_dagster.lineage.governance import DEFAULT_RULES, GovernanceRules, check, layer_of
 from sharp_dagster.lineage.graph import LineageGraph
+from sharp_dagster.lineage.impact import SqlText, impact, impact_json
 
 __all__ = ["ApiError", "ExplorerApi"]
 
@@ -50,9 +54,15 @@ def _flag(params: Mapping[str, str], name: str) -> bool:
 class ExplorerApi:
     """Answers for one graph. Thread-safe: the graph and the column index built here never change."""
 
-    def __init__(self, graph: LineageGraph, rules: GovernanceRules = DEFAULT_RULES):
+    def __init__(
+        self,
+        graph: LineageGraph,
+        rules: GovernanceRules = DEFAULT_RULES,
+        sql: Mapping[str, SqlText] | None = None,
+    ):
         self.graph = graph
         self.rules = rules
+        self.sql = dict(sql or {})  # each SQL table's file, where the impact finds the lines reading a column
         self._violations: dict[str, list[dict[str, str]]] = {}
         for v in check(graph, rules):
             self._violations.setdefault(v.table, []).append({"rule": v.rule, "message": v.message})
@@ -205,8 +215,28 @@ class ExplorerApi:
             "path": path,
             "sources": [{"table": t, "column": c} for t, c in self.graph.column_sources(qualified, column)],
             "origins": [{"table": t, "column": c} for t, c in ends],
-            "impact": [{"table": t, "column": c} for t, c in self.graph.column_impact(qualified, column)],
+            "impact": impact_json(impact(self.graph, self.sql, qualified, column)),
             "impact_path": impact_path,
+        }
+
+    def impact(self, params: Mapping[str, str]) -> dict[str, Any]:
+        """What a change to a column breaks (params: column=TABLE.COLUMN, as `lineage impact` takes it)."""
+        ref = params.get("column")
+        if not ref:
+            raise ApiError(400, "the column parameter is missing (e.g. column=ods.orders.order_status)")
+        try:
+            table, column = self.graph.column_ref(ref)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
+        except KeyError as exc:
+            raise ApiError(404, str(exc.args[0])) from None
+        qualified = self.graph.dataset(table).qualified
+        if column not in self._columns.get(qualified, {}):
+            raise ApiError(404, f"unknown column {column!r} of {qualified}: no lineage edge names it")
+        return {
+            "table": qualified,
+            "column": column,
+            "impact": impact_json(impact(self.graph, self.sql, table, column)),
         }
 
     def governance(self) -> dict[str, Any]:

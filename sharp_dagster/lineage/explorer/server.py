@@ -4,7 +4,8 @@ Routes (GET only):
 - `/` and `/table/<layer>/<table>`: the single page (`static/index.html`); its script reads the table from the URL;
 - `/static/<file>`: the page's own files; `/static/vendor/echarts.min.js`: Apache ECharts from
   `static/node_modules` (installed by `npm ci`), so the page loads nothing from another host;
-- `/api/tables`, `/api/graph`, `/api/table`, `/api/column`, `/api/governance`: JSON from `ExplorerApi`.
+- `/api/tables`, `/api/graph`, `/api/table`, `/api/column`, `/api/impact`, `/api/governance`: JSON from
+  `ExplorerApi`.
 
 Only requests whose Host header names a loopback address (`127.0.0.1`, `localhost`, `[::1]`, with the server's
 port), the address the server is bound to, or a name given with `allowed_hosts` (`lineage serve --allow-host`)
@@ -26,7 +27,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -36,6 +37,7 @@ from urllib.parse import parse_qsl, urlsplit
 from sharp_dagster.lineage.explorer.api import ApiError, ExplorerApi
 from sharp_dagster.lineage.explorer.links import DEFAULT_HOST, DEFAULT_PORT
 from sharp_dagster.lineage.graph import LineageGraph
+from sharp_dagster.lineage.impact import SqlText
 
 __all__ = ["STATIC_DIR", "ExplorerServer", "make_server", "serve", "tune_process"]
 
@@ -114,6 +116,7 @@ class ExplorerServer(ThreadingHTTPServer):
             "/api/graph": api.graph_json,
             "/api/table": api.table,
             "/api/column": api.column,
+            "/api/impact": api.impact,
             "/api/governance": lambda _: api.governance(),
         }
         super().__init__(address, ExplorerHandler)
@@ -232,10 +235,12 @@ def make_server(
     port: int = DEFAULT_PORT,
     allowed_hosts: Iterable[str] = (),
     idle_timeout: float = IDLE_TIMEOUT_S,
+    sql: Mapping[str, SqlText] | None = None,
 ) -> ExplorerServer:
-    """A bound, not yet serving server (port 0 picks a free port: read it from `server.url`)."""
+    """A bound, not yet serving server (port 0 picks a free port: read it from `server.url`); `sql`: each SQL
+    table's file, for the lines a column's impact names."""
     try:
-        return ExplorerServer((host, port), ExplorerApi(graph), allowed_hosts, idle_timeout)
+        return ExplorerServer((host, port), ExplorerApi(graph, sql=sql), allowed_hosts, idle_timeout)
     except OSError as exc:
         raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
@@ -254,10 +259,14 @@ def tune_process() -> None:
 
 
 def serve(
-    graph: LineageGraph, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, allowed_hosts: Iterable[str] = ()
+    graph: LineageGraph,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    allowed_hosts: Iterable[str] = (),
+    sql: Mapping[str, SqlText] | None = None,
 ) -> None:
     """Serve until interrupted; prints the URL first (a caller passing port 0 reads the port from it)."""
-    server = make_server(graph, host, port, allowed_hosts)
+    server = make_server(graph, host, port, allowed_hosts, sql=sql)
     tune_process()
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(

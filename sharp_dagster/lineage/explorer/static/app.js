@@ -221,8 +221,14 @@ function columnTree(rootKey, edges, upstream) {
   return buildTree(rootKey, (n) => next.get(n) || [], label, (n) => styleForTable(tableOfKey(n)));
 }
 
+// Where an impacted column's SQL reads the changed one (`file:line`, as `lineage impact` prints it).
+function readsText(c) {
+  return (c.reads || []).map((r) => (r.line == null ? r.file : `${r.file}:${r.line}`)).join(", ");
+}
+
 function columnList(items) {
-  return items.map((c) => `<li><code>${esc(c.table)}.${esc(c.column)}</code> ${c.column === "*" ? "" : ""}</li>`).join("");
+  return items.map((c) => `<li><code>${esc(c.table)}.${esc(c.column)}</code>`
+    + (readsText(c) ? ` <span class="impact-read">read at ${esc(readsText(c))}</span>` : "") + "</li>").join("");
 }
 
 async function expandColumn(table, name, row, button) {
@@ -264,7 +270,7 @@ async function expandColumn(table, name, row, button) {
         <div class="chart small column-impact"></div>
         ${columnsHit.length || tablesHit.length
           ? `<p class="impact-some">${columnsHit.length} downstream column(s) break:</p><ul class="impact-columns">${columnList(columnsHit)}</ul>`
-            + (tablesHit.length ? `<p class="impact-some">Rows of these tables are filtered, joined, grouped or ordered by it: ${tablesHit.map((c) => tableLink(c.table)).join(", ")}</p>` : "")
+            + (tablesHit.length ? `<p class="impact-some">Rows of these tables are filtered, joined, grouped or ordered by it: ${tablesHit.map((c) => tableLink(c.table) + (readsText(c) ? ` <span class="impact-read">(${esc(readsText(c))})</span>` : "")).join(", ")}</p>` : "")
           : '<p class="impact-none">Nothing downstream reads it: safe to drop as far as lineage knows.</p>'}
       </div>
     </div>`;
