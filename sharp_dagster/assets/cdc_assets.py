@@ -39,6 +39,7 @@ from dagster import (
 
 from sharp_dagster.alerts import AlertSink
 from sharp_dagster.assets import quality
+from sharp_dagster.assets.ods_schema_check import OdsSchemaCheck, schema_check_spec
 from sharp_dagster.cdc.landing.done_markers import day_complete, hours_done, write_done_markers
 from sharp_dagster.cdc.landing.prior import prior_landing
 from sharp_dagster.cdc.landing.raw_tables import quarantine_table_ref, raw_table_ref
@@ -240,6 +241,7 @@ def build_ods_merge_asset(
     name = ods_table.name
     partitions_def = partitions_for("daily", ods_table.start)
     rules = list(rules or [])
+    schema_check = OdsSchemaCheck(ods_table)  # a dropped/renamed/retyped column some DWD/ADS column reads
 
     @asset(
         key=["ods", name],
@@ -261,14 +263,19 @@ def build_ods_merge_asset(
         io_manager_key="warehouse_io_manager",
         required_resource_keys={"spark"},
         kinds={"spark", "cdc"},
-        check_specs=quality.check_specs(["ods", name], rules, partitions_def),
+        check_specs=[
+            *quality.check_specs(["ods", name], rules, partitions_def),
+            schema_check_spec(ods_table, partitions_def),
+        ],
         metadata={"dagster/table_name": f"ods.{name}", "merge_key": ", ".join(ods_table.key_columns())},
     )
     def _merge(context):
         # A single-run backfill of several days goes as one batch: the days merged one after the other on one
         # branch, each day's rules against its snapshot, one publish tagging every day (`publish/range.py`).
         merge = OdsMerge(ods_table, context.resources.spark)
-        publish = AssetPublish(ods_ref(name), "daily", log_asset, merge, rules, grains, merge.stage_range)
+        publish = AssetPublish(
+            ods_ref(name), "daily", log_asset, merge, rules, grains, merge.stage_range, schema_check
+        )
         yield from materialize_partitions(context, publish, batch=True)
 
     return _merge

@@ -153,6 +153,7 @@ def _one_period(
         out = asset.compute(period, run)
         staged = run.stage(asset.target, run.values, out) if isinstance(out, DataFrame) else run.adopt(out)
         results = evaluate(run, tables, staged, asset.rules, asset.grains) if asset.rules else []
+        results += asset.audit(run, staged) if asset.audit is not None else []
         # A run that re-publishes later periods (an ODS re-run) audits them too: unless its own rules failed.
         if not blocking_failures(results):
             later = audit_later(run, tables, staged, asset)

@@ -144,9 +144,12 @@ def _audit(runs: list[PartitionRun], staged, tables: IcebergTables, asset: Asset
     """Every period's rules against its rows on the branch, oldest first (`rules.evaluate_range`: one grouped
     scan), then those of the later periods the batch re-publishes (`later.py`, the last run's `checks_later`
     step); `BatchAbandoned` at the first period whose strong rules fail (the sequential run then records it)."""
-    if not asset.rules:
-        return [[] for _ in runs], audit_later(runs[-1], tables, staged, asset)
-    out = evaluate_range(runs, tables, staged, asset.rules, asset.grains)
+    out = (
+        evaluate_range(runs, tables, staged, asset.rules, asset.grains) if asset.rules else [[] for _ in runs]
+    )
+    if asset.audit is not None:
+        for run, part, results in zip(runs, staged.parts, out, strict=False):
+            results += asset.audit(run, part)
     for run, results in zip(runs, out, strict=False):
         names = failed_rule_names(results)
         if names:

@@ -148,6 +148,7 @@ def check_fields(r: RuleResult) -> dict[str, Any]:
         metadata["downgraded"] = r.downgrade_reason or "warning"
     if r.failing_keys:
         metadata["failing_keys"] = MetadataValue.json(r.failing_keys)
+    metadata.update(r.details.get("metadata") or {})  # what a check shows beyond a rule's fields (ods_schema)
     return {
         "passed": bool(r.passed),
         "severity": AssetCheckSeverity.ERROR

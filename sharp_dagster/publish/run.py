@@ -92,6 +92,9 @@ class AssetPublish:
     # A range batch's staging when the asset stages its periods itself (an ODS merge): (the batch's claimed runs,
     # its branch) -> what it staged, with one `Staged` per run in `.parts`, published and discarded as one.
     stage_range: Callable[[list[PartitionRun], str], Any] | None = None
+    # Checks of a staged period beside its rules (an ODS day's schema check, `assets/ods_schema_check.py`):
+    # (its run, what it staged) -> rule results, gated, reported and alerted with the rules' own.
+    audit: Callable[[PartitionRun, Any], list] | None = None
 
     @property
     def job_name(self) -> str:

@@ -7,6 +7,8 @@ One YAML file describes one source (a MySQL/MariaDB server the collector reads t
     replica_server_id: 4101          # the server id the collector registers with; unique among replicas
     lateness_minutes: 15             # an hour is done when the watermark passed hour end + this
     topic_partitions: 2              # partitions of each binlog topic the collector creates
+    schema_check: strong             # a day that drops, renames or retypes a column some DWD/ADS column reads:
+                                     # strong holds the day (nothing published), weak publishes and alerts
     start: 2024-06-01                # the first day merged into ODS (written by `cdc bootstrap`; default: the
                                      # warehouse's DEFAULT_START); its bootstrap snapshot is the day before's state
     databases:
@@ -69,6 +71,7 @@ from sharp_dagster.settings import source_password
 PASSWORD_ENV = "SHARP_CDC_MYSQL_PASSWORD"
 DEFAULT_TOPIC_TEMPLATE = "binlog.{database}"
 FLAVORS = ("mariadb", "mysql")
+SCHEMA_CHECKS = ("strong", "weak")  # the ODS schema check: holds the day, or publishes it and alerts
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -157,6 +160,9 @@ class SourceConfig:
     topic_partitions: int = 1
     path: Path | None = field(default=None, compare=False)
     start: str | None = None  # YYYY-MM-DD: the first merged day, where the bootstrap put it
+    schema_check: str = (
+        "strong"  # strong or weak: the ODS assets' schema check (`assets/ods_schema_check.py`)
+    )
 
     def database(self, name: str) -> DatabaseConfig:
         for db in self.databases:
@@ -185,6 +191,7 @@ class SourceConfig:
             self.topic_partitions,
             self.path,
             self.start,
+            self.schema_check,
         )
 
 
@@ -257,6 +264,7 @@ SOURCE_FIELDS = {
     "topic_partitions",
     "databases",
     "start",
+    "schema_check",
 }
 DATABASE_FIELDS = {"name", "topic", "tables"}
 TABLE_FIELDS = {
@@ -285,6 +293,9 @@ def source_config_from_dict(
     replica_server_id = r.integer(top, "replica_server_id", default=4101, minimum=1, maximum=2**32 - 1)
     lateness = r.integer(top, "lateness_minutes", default=15, minimum=0, maximum=7 * 24 * 60)
     partitions = r.integer(top, "topic_partitions", default=1, minimum=1, maximum=1000)
+    schema_check = r.string(top, "schema_check", default="strong")
+    if schema_check not in SCHEMA_CHECKS:
+        r.fail("schema_check", f"expected one of {', '.join(SCHEMA_CHECKS)}, got {schema_check!r}")
     raw_dbs = top.get("databases")
     if not isinstance(raw_dbs, list) or not raw_dbs:
         r.fail("databases", "expected a non-empty list of databases")
@@ -294,7 +305,15 @@ def source_config_from_dict(
     if len(set(topics)) != len(topics):
         r.fail("databases", "two databases share one topic; each source database has its own topic")
     return SourceConfig(
-        source_id, tuple(databases), flavor, replica_server_id, lateness, partitions, path, start
+        source_id,
+        tuple(databases),
+        flavor,
+        replica_server_id,
+        lateness,
+        partitions,
+        path,
+        start,
+        schema_check,
     )
 
 
