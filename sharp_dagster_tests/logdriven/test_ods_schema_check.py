@@ -11,16 +11,15 @@ status` through the collector and expects this test's held day and job-log lines
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from dagster import AssetKey, materialize
 from sqlalchemy import select
 
 from sharp_dagster.cdc.ods import stage as ods_stage
 from sharp_dagster.cdc.ods import store as ods_store
-from sharp_dagster.lineage.impact import impact, impact_json
 from sharp_dagster.spark.tables import TableRef
-from sharp_dagster.warehouse.catalog import load_catalog
-from sharp_dagster.warehouse.catalog_lineage import build_project_graph, sql_texts
+from sharp_dagster_tests.lineage.util import run_direct
 
 DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
 ORDERS = AssetKey(["ods", "orders"])
@@ -92,7 +91,7 @@ def schema_step(jl, run):
 
 
 def test_a_renamed_column_dwd_reads_holds_the_day_when_strong_and_alerts_when_weak(
-    own_feed, spark, monkeypatch
+    own_feed, spark, monkeypatch, capsys
 ):
     from sharp_dagster.logdriven import job_log
 
@@ -105,10 +104,8 @@ def test_a_renamed_column_dwd_reads_holds_the_day_when_strong_and_alerts_when_we
     assert "no column dropped, renamed or retyped since" in schema_step(jl, latest(jl, DAYS[0])).output
 
     # What `sharp-dagster lineage impact --json ods.orders.order_status` prints: the check names the same.
-    catalog = load_catalog()
-    expected = impact_json(
-        impact(build_project_graph(catalog), sql_texts(catalog), "ods.orders", "order_status")
-    )
+    assert run_direct(["lineage", "impact", "--json", "ods.orders.order_status"]) == 0
+    expected = json.loads(capsys.readouterr().out)
     assert {(i["table"], i["column"]) for i in expected} >= {
         ("dwd.order_detail", "order_status"), ("dwd.order_detail", "is_cancelled"),
         ("ads.gmv_by_category", "*"), ("ads.user_order_stats", "*"),
