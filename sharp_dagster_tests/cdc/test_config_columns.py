@@ -49,6 +49,10 @@ def test_columns_and_shards_are_declared(tmp_path):
     named = SAMPLE.replace("shards: 3", "shards: [user_info_7, user_info_12]")
     _, cfg = load(tmp_path, named)
     assert cfg.database("shop").table("user_info").shards == ("user_info_7", "user_info_12")
+    _, cfg = load(tmp_path, SAMPLE.replace("shards: 3", "shards: 0000..1023"))
+    padded = cfg.database("shop").table("user_info").shards  # a zero-padded range, as cdc init writes it
+    assert len(padded) == 1024 and padded[:2] == ("user_info_0000", "user_info_0001")
+    assert padded[-1] == "user_info_1023"
 
 
 def test_columns_and_shards_stay_optional_for_the_engine(tmp_path):
@@ -133,7 +137,17 @@ def test_the_projects_shop_declares_every_table_fully():
         (
             ("shards: 3", "shards: three"),
             "databases[0].tables[0].shards",
-            "table shop.user_info: expected a shard count or a list",
+            "table shop.user_info: expected a shard count, a range of zero-padded numbers",
+        ),
+        (
+            ("shards: 3", "shards: 0..0002"),
+            "databases[0].tables[0].shards",
+            "table shop.user_info: a shard range is '<first>..<last>' with as many digits on both sides",
+        ),
+        (
+            ("shards: 3", "shards: 0002..0000"),
+            "databases[0].tables[0].shards",
+            "first <= last",
         ),
         (
             ("'user_info_(\\d+)'", "'ui_(\\d+)'"),

@@ -79,6 +79,22 @@ def test_init_writes_the_hand_written_shop_yaml(mariadb, tmp_path, monkeypatch, 
     assert result.problems == []
 
 
+def test_init_writes_zero_padded_shards_as_one_short_range(mariadb, tmp_path):
+    """1,024 shards orders_0000..orders_1023 are one YAML line, not 1,024; a gap keeps the list."""
+    db = _new_database(mariadb, "padded")
+    ddl = "(id BIGINT PRIMARY KEY, amount DECIMAL(10,2))"
+    mariadb.execute(*[f"CREATE TABLE orders_{i:04d} {ddl}" for i in range(12)], database=db)
+    mariadb.execute(*[f"CREATE TABLE gap_{i:02d} {ddl}" for i in (0, 1, 3)], database=db)
+    result = introspect(mariadb_settings(mariadb), [db])
+    tables = {t["name"]: t for t in result.config["databases"][0]["tables"]}
+    assert tables["orders"]["shards"] == "0000..0011" and tables["orders"]["shard_regex"] == r"orders_(\d+)"
+    assert tables["gap"]["shards"] == ["gap_00", "gap_01", "gap_03"]
+    (tmp_path / "padded.yaml").write_text(result.yaml)
+    assert "orders_0005" not in result.yaml
+    loaded = load_source_config(tmp_path / "padded.yaml").databases[0].table("orders")
+    assert loaded.shards == tuple(f"orders_{i:04d}" for i in range(12))
+
+
 def mariadb_settings(mariadb, user: str = "root", password: str = ""):
     from sharp_dagster.cdc.source.config import MysqlSettings
 

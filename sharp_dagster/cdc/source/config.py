@@ -32,9 +32,9 @@ be merged into one: the primary key gets `source_table` (the physical table) add
 `source_table`, or be declared `unique_across_shards: true` (rows that share it are one row, whichever shard
 holds it). A sharded table with any other business key is refused at load, naming the table.
 
-`shards` names a sharded table's physical tables: a count N stands for `<name>_0` .. `<name>_{N-1}`, a list names
-them; every name must match `shard_regex`. An unsharded table's one physical table is its name. The collector
-itself folds whatever physical tables match `shard_regex`; the declared ones are what the project shows (source
+`shards` names a sharded table's physical tables: a count N stands for `<name>_0` .. `<name>_{N-1}`, a range
+'0000..1023' for zero-padded `<name>_0000` .. `<name>_1023`, a list names them; every name must match
+`shard_regex`. An unsharded table's one physical table is its name. The collector itself folds whatever physical tables match `shard_regex`; the declared ones are what the project shows (source
 assets, lineage) and what a test or demo creates. Declared columns must include the primary key and business key
 columns; a sharded table may not declare a column `source_table` (the merge adds it).
 

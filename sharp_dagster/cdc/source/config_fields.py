@@ -157,6 +157,8 @@ def read_shards(r: FieldReader, t_map, where: str, table: str, regex: str | None
         if not 1 <= value <= 100_000:
             r.fail(field_path, f"table {table}: a shard count is from 1 to 100000, got {value}")
         names = [f"{logical}_{i}" for i in range(value)]
+    elif isinstance(value, str) and _SHARD_RANGE.fullmatch(value):
+        names = _shard_range(r, field_path, table, logical, value)
     elif isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
         names = list(value)
         if len(set(names)) != len(names):
@@ -164,13 +166,29 @@ def read_shards(r: FieldReader, t_map, where: str, table: str, regex: str | None
     else:
         r.fail(
             field_path,
-            f"table {table}: expected a shard count or a list of physical table names, got {value!r}",
+            f"table {table}: expected a shard count, a range of zero-padded numbers ('0000..1023') or a list "
+            f"of physical table names, got {value!r}",
         )
     rule = ShardRule(logical, regex)
     stray = [n for n in names if not rule.matches(n)]
     if stray:
         r.fail(field_path, f"table {table}: {', '.join(stray[:3])} do(es) not match shard_regex {regex!r}")
     return tuple(names)
+
+
+_SHARD_RANGE = re.compile(r"(\d+)\.\.(\d+)")
+
+
+def _shard_range(r: FieldReader, field_path: str, table: str, logical: str, value: str) -> list[str]:
+    """`'0000..1023'`: `<name>_0000` .. `<name>_1023`, both ends written with the same number of digits."""
+    first, last = _SHARD_RANGE.fullmatch(value).groups()
+    if len(first) != len(last) or int(first) > int(last) or int(last) - int(first) >= 100_000:
+        r.fail(
+            field_path,
+            f"table {table}: a shard range is '<first>..<last>' with as many digits on both sides, first <= last "
+            f"and at most 100000 shards, got {value!r}",
+        )
+    return [f"{logical}_{i:0{len(first)}d}" for i in range(int(first), int(last) + 1)]
 
 
 def read_columns(

@@ -260,11 +260,25 @@ def _entry(name: str, table: PhysicalTable, shards: list[str] | None = None) -> 
     if shards:
         suffixes = [s[len(name) + 1 :] for s in shards]
         entry["shard_regex"] = re.escape(name) + "_" + "_".join([r"(\d+)"] * (suffixes[0].count("_") + 1))
-        counted = sorted(suffixes, key=int) if all(s.isdigit() for s in suffixes) else None
-        entry["shards"] = len(shards) if counted == [str(i) for i in range(len(shards))] else shards
+        entry["shards"] = _shard_count(suffixes) or shards
     entry["primary_key"] = list(table.primary_key)
     entry["columns"] = list(table.columns)
     return entry
+
+
+def _shard_count(suffixes: list[str]) -> int | str | None:
+    """The short form of numbered shards 0..N-1 (`shards: N`) or zero-padded ones ('0000..1023'), else None."""
+    if not all(s.isdigit() for s in suffixes):
+        return None
+    numbers = sorted(int(s) for s in suffixes)
+    if numbers != list(range(len(suffixes))):
+        return None
+    if all(s == str(int(s)) for s in suffixes):
+        return len(suffixes)
+    width = len(suffixes[0])
+    if all(len(s) == width for s in suffixes):
+        return f"{0:0{width}d}..{len(suffixes) - 1:0{width}d}"
+    return None
 
 
 def shard_groups(
