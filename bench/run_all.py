@@ -40,6 +40,7 @@ BENCHMARKS = {
     "pipeline": "bench_pipeline.py",
     "profiles": "bench_profiles.py",
     "ods_layout": "bench_ods_layout.py",
+    "breadth": "bench_breadth.py",
 }
 
 
@@ -280,6 +281,17 @@ def headline(name: str, r: dict) -> tuple[str, str, str, str]:
             "per asset-partition",
             "measured",
             "",
+        )
+    if name == "breadth":
+        c, i, d = r["collector"], r["init"], r["definitions"]
+        return (
+            f"breadth: {i['logical_tables']} logical tables ({i['physical_tables']:,} physical, "
+            f"{r['sizes']['shards']:,} shards of orders), collector on {c['shards']['row_events']:,} row events",
+            f"collector {c['shards']['events_per_s']} ev/s on the shards vs {c['one_table']['events_per_s']} on one "
+            f"table ({c['ratio']}x); cdc init {i['seconds']} s, {i['yaml_lines']:,} YAML lines; code location "
+            f"{d['assets']} assets in {d['load_s']} s, sensor tick {d['tick']['tick_s'] if d['tick'] else '-'} s",
+            ">= 0.8x one table",
+            "yes" if c["ratio"] >= c["target_ratio"] else "no",
         )
     return (name, json.dumps(r)[:200], "", "")
 

@@ -113,7 +113,7 @@ _own_landing = {
 }
 warehouse_job = define_asset_job(
     "warehouse_daily",
-    selection=AssetSelection.groups("ods", "dwd", "ads")
+    selection=(AssetSelection.key_prefixes(["ods"]) | AssetSelection.groups("dwd", "ads"))
     - AssetSelection.assets(*[k for keys in _own_ods.values() for k in keys]),
     partitions_def=partitions_for("daily", START),
     description="Every daily warehouse table (ODS merge -> DWD -> ADS) for one day.",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from contextlib import ExitStack
 
 from dagster import (
@@ -66,11 +67,17 @@ from sharp_dagster.warehouse.cdc_layout import OdsTable, bootstrap_day, landing_
 log = logging.getLogger("sharp_dagster.cdc_assets")
 
 
+def database_group(layer: str, database: str) -> str:
+    """The UI's asset group of a CDC database's assets of one layer (`ods_shop`, `sources_shop`): a source of
+    hundreds of tables and thousands of shards shows as one group per database, not one group of them all."""
+    return f"{layer}_{re.sub(r'[^A-Za-z0-9_]', '_', database)}"
+
+
 def source_specs(physical_by_table: dict[str, list[str]], database: str) -> list[AssetSpec]:
     return [
         AssetSpec(
             key=AssetKey(["mysql", database, physical]),
-            group_name="sources",
+            group_name=database_group("sources", database),
             description=f"Source table `{database}.{physical}` of the MySQL/MariaDB shop database (binlog captured).",
             kinds={"mysql"},
         )
@@ -245,7 +252,7 @@ def build_ods_merge_asset(
 
     @asset(
         key=["ods", name],
-        group_name="ods",
+        group_name=database_group("ods", ods_table.database),
         description=(
             f"The source table `{ods_table.database}.{name}` rebuilt from the binlog: its current state, each "
             f"published day a version read as `ods.{name} VERSION AS OF 'YYYY-MM-DD'` (the previous day's state "

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 PARTITION = "2024-01-02"
 ASSET_PATH = ["dwd", "order_detail"]
 LAYER_ASSETS = {
-    "ods": ["orders", "order_item", "product", "user_info"],
+    "ods_shop": ["orders", "order_item", "product", "user_info"],  # an ODS group per CDC database
     "dwd": ["order_detail", "user_dim"],
     "ads": ["gmv_by_category", "user_order_stats"],
 }
