@@ -124,7 +124,16 @@ def _register_init(sub: argparse._SubParsersAction) -> None:
     )
     init.add_argument("--output", help="where to write (default: <warehouse SQL dir>/cdc/<source_id>.yaml)")
     init.add_argument("--dry-run", action="store_true", help="print the YAML, write nothing")
-    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+    init.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite an existing file with a fresh one (its edits are lost)",
+    )
+    init.add_argument(
+        "--apply",
+        action="store_true",
+        help="an existing file: replace it with the proposal (default: print the diff, write <file>.proposed)",
+    )
     init.set_defaults(func=cmd_init)
 
 
@@ -305,11 +314,6 @@ def cmd_init(args: argparse.Namespace) -> int:
     from sharp_dagster.cdc.source.config import MysqlSettings
     from sharp_dagster.cdc.source.introspect import IntrospectError, introspect
 
-    planned = Path(args.output) if args.output else None
-    if planned is None and args.source_id:
-        planned = warehouse_sql_dir() / "cdc" / f"{args.source_id}.yaml"
-    if planned is not None and planned.exists() and not args.force and not args.dry_run:
-        raise _cli_error(f"{planned} exists; pass --force to overwrite it")  # before connecting to the server
     mysql = MysqlSettings.from_env(args.host, args.port, args.user)
     names = ("source_id", "replica_server_id", "lateness_minutes", "topic_partitions", "exclude")
     try:
@@ -332,11 +336,48 @@ def cmd_init(args: argparse.Namespace) -> int:
         else warehouse_sql_dir() / "cdc" / f"{result.config['source_id']}.yaml"
     )
     if out.exists() and not args.force:
-        raise _cli_error(f"{out} exists; pass --force to overwrite it")
+        return _propose_update(out, result, apply=args.apply)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(result.yaml)
     tables = sum(len(db["tables"]) for db in result.config["databases"])
     print(f"cdc init: wrote {out} ({tables} tables); server settings and grants are complete")
+    return 0
+
+
+def _propose_update(out: Path, result, apply: bool) -> int:
+    """`cdc init` over an existing file: the server's new tables and columns (and tables gone) as a diff, written
+    beside the file, or applied with --apply; never a silent rewrite (`cdc/source/reconcile.py`)."""
+    import yaml
+
+    from sharp_dagster.cdc.source.config import ConfigError, load_source_config
+    from sharp_dagster.cdc.source.reconcile import propose, proposed_text, unified_diff
+
+    try:
+        load_source_config(out)  # the user's file must load before anything is proposed over it
+        existing_text = out.read_text()
+        proposal = propose(yaml.safe_load(existing_text), result.config, origin=str(out))
+    except ConfigError as exc:
+        raise _cli_error(str(exc)) from None
+    for note in proposal.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not proposal.changes:
+        print(f"cdc init: {out} is up to date with the server; nothing to change")
+        return 0
+    text = proposed_text(existing_text, proposal)
+    print(unified_diff(existing_text, text, str(out)), end="")
+    for change in proposal.changes:
+        print(f"change: {change}")
+    target = out if apply else out.with_name(out.name + ".proposed")
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, target)
+    if apply:
+        print(f"cdc init: applied {len(proposal.changes)} change(s) to {out}")
+    else:
+        print(
+            f"cdc init: {out} unchanged; the proposal ({len(proposal.changes)} change(s)) is in {target}: "
+            "review the diff above, then re-run with --apply (or move that file over yours)"
+        )
     return 0
 
 
