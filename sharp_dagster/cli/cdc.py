@@ -147,7 +147,15 @@ def _register_bootstrap(sub: argparse._SubParsersAction) -> None:
     )
     boot.add_argument("--database", action="append", help="only this configured database (repeatable)")
     _server_flags(boot)
-    boot.add_argument("--force", action="store_true", help="take a new snapshot of a bootstrapped database")
+    boot.add_argument(
+        "--table",
+        metavar="DB.TABLE",
+        help="snapshot this one table alone (a table that joined the YAML, or with --force a repair); the other "
+        "tables, their days and the YAML's start stay as they are",
+    )
+    boot.add_argument(
+        "--force", action="store_true", help="take a new snapshot of a bootstrapped database (or --table)"
+    )
     boot.add_argument(
         "--partition-rows",
         type=int_range(1, 1_000_000_000),
@@ -336,48 +344,13 @@ def cmd_init(args: argparse.Namespace) -> int:
         else warehouse_sql_dir() / "cdc" / f"{result.config['source_id']}.yaml"
     )
     if out.exists() and not args.force:
-        return _propose_update(out, result, apply=args.apply)
+        from sharp_dagster.cli.cdc_join import propose_update
+
+        return propose_update(out, result, apply=args.apply)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(result.yaml)
     tables = sum(len(db["tables"]) for db in result.config["databases"])
     print(f"cdc init: wrote {out} ({tables} tables); server settings and grants are complete")
-    return 0
-
-
-def _propose_update(out: Path, result, apply: bool) -> int:
-    """`cdc init` over an existing file: the server's new tables and columns (and tables gone) as a diff, written
-    beside the file, or applied with --apply; never a silent rewrite (`cdc/source/reconcile.py`)."""
-    import yaml
-
-    from sharp_dagster.cdc.source.config import ConfigError, load_source_config
-    from sharp_dagster.cdc.source.reconcile import propose, proposed_text, unified_diff
-
-    try:
-        load_source_config(out)  # the user's file must load before anything is proposed over it
-        existing_text = out.read_text()
-        proposal = propose(yaml.safe_load(existing_text), result.config, origin=str(out))
-    except ConfigError as exc:
-        raise _cli_error(str(exc)) from None
-    for note in proposal.notes:
-        print(f"note: {note}", file=sys.stderr)
-    if not proposal.changes:
-        print(f"cdc init: {out} is up to date with the server; nothing to change")
-        return 0
-    text = proposed_text(existing_text, proposal)
-    print(unified_diff(existing_text, text, str(out)), end="")
-    for change in proposal.changes:
-        print(f"change: {change}")
-    target = out if apply else out.with_name(out.name + ".proposed")
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, target)
-    if apply:
-        print(f"cdc init: applied {len(proposal.changes)} change(s) to {out}")
-    else:
-        print(
-            f"cdc init: {out} unchanged; the proposal ({len(proposal.changes)} change(s)) is in {target}: "
-            "review the diff above, then re-run with --apply (or move that file over yours)"
-        )
     return 0
 
 
@@ -389,6 +362,10 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     from sharp_dagster.spark.iceberg import warehouse_tables
     from sharp_dagster.spark.session import build_spark_session
 
+    if args.table:
+        from sharp_dagster.cli.cdc_join import bootstrap_one_table
+
+        return bootstrap_one_table(args)
     mysql = MysqlSettings.from_env(args.host, args.port, args.user)
     source = _selected(_load_config(args.config), args.database)
     settings = Settings.from_env()

@@ -162,8 +162,8 @@ def bootstrap_database(
     for _ in range(ATTEMPTS):
         position, start = read_position_day(mysql, clock)
         try:
-            return _bootstrap_at(spark, store, jl, mysql, db, position, start, previous, clock, options)
-        except _CrossedMidnight as exc:
+            return bootstrap_at(spark, store, jl, mysql, db, position, start, previous, clock, options)
+        except CrossedMidnight as exc:
             progress(f"{db.name}: {exc}; taking the snapshot again")
     raise BootstrapError(
         f"database {db.name}: the snapshot read crossed midnight {ATTEMPTS} times (it takes longer than a day); "
@@ -171,14 +171,16 @@ def bootstrap_database(
     )
 
 
-class _CrossedMidnight(RuntimeError):
+class CrossedMidnight(RuntimeError):
     """The snapshot read ended on a later day than its position: its state mixes two days."""
 
 
-def _bootstrap_at(spark, store, jl, mysql, db, position, start, previous, clock, options) -> BootstrapResult:
+def bootstrap_at(
+    spark, store, jl, mysql, db, position, start, previous, clock, options, job: str | None = None
+) -> BootstrapResult:
     partition_rows, max_partitions, progress = options
     _refuse_merged_days(store, db, start)
-    with jl.run(job_name(db.name), _Day(start), run_id=None) as handle:
+    with jl.run(job or job_name(db.name), _Day(start), run_id=None) as handle:
         with jl.step(handle, POSITION_STEP, source_type="mysql") as rec:
             rec.info(json.dumps(_position_record(position, start, previous), sort_keys=True))
         result = BootstrapResult(db.name, handle.job_id, position, start)
@@ -200,7 +202,7 @@ def _bootstrap_at(spark, store, jl, mysql, db, position, start, previous, clock,
         with jl.step(handle, DAY_CHECK_STEP, source_type="mysql") as rec:
             ended = _day_of(_read_clock(clock, mysql))
             if ended != start:
-                raise _CrossedMidnight(
+                raise CrossedMidnight(
                     f"the snapshot read began on {start} and ended on {ended}: changes committed after midnight "
                     f"are in the state of {snapshot_day(start)}"
                 )
