@@ -1,5 +1,6 @@
 """What the CDC tests that compare with the source database share: a source value as the text the comparison
-uses, rows in a stable order, and a source clock running from a simulated `now`."""
+uses, rows in a stable order, a source clock running from a simulated `now`, and statements run at a time of the
+source's clock."""
 
 from __future__ import annotations
 
@@ -32,3 +33,16 @@ class SimulatedClock:
 
     def __call__(self) -> int:
         return int((time.time() + self._offset) * 1000)
+
+
+def run_sql(mariadb, db: str, when: dt.datetime, *statements: str) -> None:
+    """Statements of the application at a time of the source's clock (`SET timestamp`), each committed."""
+    conn = mariadb.connect(db)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET time_zone = '+00:00'")
+            cur.execute("SET timestamp = %s", (int(when.replace(tzinfo=dt.UTC).timestamp()),))
+            for sql in statements:
+                cur.execute(sql)
+    finally:
+        conn.close()

@@ -28,7 +28,7 @@ from sharp_dagster.cdc.source.introspect import introspect
 from sharp_dagster.cli.main import main as cli_main
 from sharp_dagster.joblog import JobLog
 from sharp_dagster.warehouse.cdc_layout import SHARD_COLUMN, OdsTable, bootstrap_day, cdc_dir
-from sharp_dagster_tests.cdc.source_support import SimulatedClock
+from sharp_dagster_tests.cdc.source_support import SimulatedClock, run_sql
 
 SHOP = load_source_config(cdc_dir() / "shop.yaml").databases[0]
 
@@ -53,19 +53,6 @@ def ods_rows(df, table) -> list[tuple]:
     return sorted(
         [tuple(r) for r in df.select(*[F.col(f"`{c}`").cast("string") for c in columns]).collect()], key=repr
     )
-
-
-def run_sql(mariadb, db: str, when: dt.datetime, *statements: str) -> None:
-    """Statements of the application at a time of the source's clock (`SET timestamp`), each committed."""
-    conn = mariadb.connect(db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SET time_zone = '+00:00'")
-            cur.execute("SET timestamp = %s", (int(when.replace(tzinfo=dt.UTC).timestamp()),))
-            for sql in statements:
-                cur.execute(sql)
-    finally:
-        conn.close()
 
 
 def test_init_bootstrap_then_the_pipeline_reproduces_the_source(

@@ -22,7 +22,7 @@ from sharp_dagster.cdc.source.introspect import introspect
 from sharp_dagster.cli.main import main as cli_main
 from sharp_dagster.joblog import JobLog
 from sharp_dagster.warehouse.cdc_layout import OdsTable
-from sharp_dagster_tests.cdc.source_support import SimulatedClock, sort_rows
+from sharp_dagster_tests.cdc.source_support import SimulatedClock, run_sql, sort_rows
 
 D0, D1, D2, D3 = "2024-07-01", "2024-07-02", "2024-07-03", "2024-07-04"
 
@@ -33,19 +33,6 @@ def at(day: str, hour: int, minute: int = 0) -> dt.datetime:
 
 def ms(when: dt.datetime) -> int:
     return int(when.replace(tzinfo=dt.UTC).timestamp() * 1000)
-
-
-def run_sql(mariadb, db: str, when: dt.datetime, *statements: str) -> None:
-    """Statements of the application at a time of the source's clock (`SET timestamp`), each committed."""
-    conn = mariadb.connect(db)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SET time_zone = '+00:00'")
-            cur.execute("SET timestamp = %s", (int(when.replace(tzinfo=dt.UTC).timestamp()),))
-            for sql in statements:
-                cur.execute(sql)
-    finally:
-        conn.close()
 
 
 def source_rows(mariadb, db: str, table: str, columns: list[str]) -> list[tuple]:
