@@ -191,7 +191,7 @@ CASES = [
             "{data}/kafka/meta.properties",
         ],
         {},
-        "meta.properties exists; pass --force",
+        "meta.properties exists and is no source YAML",
     ),
     (["sql", "delete from ods.orders where true"], {}, "read-only"),
     (["sql", "call sharp.system.rollback_to_snapshot('ods.orders', 1)"], {}, "table rollback"),

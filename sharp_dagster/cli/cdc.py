@@ -322,6 +322,13 @@ def cmd_init(args: argparse.Namespace) -> int:
     from sharp_dagster.cdc.source.config import MysqlSettings
     from sharp_dagster.cdc.source.introspect import IntrospectError, introspect
 
+    planned = Path(args.output) if args.output else None
+    if planned is None and args.source_id:
+        planned = warehouse_sql_dir() / "cdc" / f"{args.source_id}.yaml"
+    if planned is not None and planned.exists() and not args.force and not args.dry_run:
+        _check_existing(
+            planned
+        )  # before connecting: a re-run proposes changes to a source YAML, nothing else
     mysql = MysqlSettings.from_env(args.host, args.port, args.user)
     names = ("source_id", "replica_server_id", "lateness_minutes", "topic_partitions", "exclude")
     try:
@@ -352,6 +359,17 @@ def cmd_init(args: argparse.Namespace) -> int:
     tables = sum(len(db["tables"]) for db in result.config["databases"])
     print(f"cdc init: wrote {out} ({tables} tables); server settings and grants are complete")
     return 0
+
+
+def _check_existing(path: Path) -> None:
+    from sharp_dagster.cdc.source.config import ConfigError, load_source_config
+
+    try:
+        load_source_config(path)
+    except ConfigError as exc:
+        raise _cli_error(
+            f"{path} exists and is no source YAML to propose changes to ({exc}); pass --force to overwrite it"
+        ) from None
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
