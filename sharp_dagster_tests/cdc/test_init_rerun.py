@@ -28,6 +28,8 @@ def test_init_rerun_proposes_new_tables_and_columns_and_keeps_user_edits(
         "CREATE TABLE acct_0 (id BIGINT PRIMARY KEY, v INT)",
         "CREATE TABLE acct_1 (id BIGINT PRIMARY KEY, v INT)",
         "CREATE TABLE legacy (id INT PRIMARY KEY)",
+        "CREATE TABLE pad_00 (id INT PRIMARY KEY)",
+        "CREATE TABLE pad_01 (id INT PRIMARY KEY)",
         database=db,
     )
     monkeypatch.delenv("SHARP_CDC_MYSQL_PASSWORD", raising=False)
@@ -50,6 +52,7 @@ def test_init_rerun_proposes_new_tables_and_columns_and_keeps_user_edits(
         "ALTER TABLE orders ADD COLUMN note VARCHAR(40)",
         "CREATE TABLE acct_2 (id BIGINT PRIMARY KEY, v INT)",
         "DROP TABLE legacy",
+        "CREATE TABLE pad_02 (id INT PRIMARY KEY)",
         database=db,
     )
     assert cli_main(_argv(mariadb, db, out)) == 0
@@ -59,19 +62,21 @@ def test_init_rerun_proposes_new_tables_and_columns_and_keeps_user_edits(
     assert f"--- {out}" in printed and f"+++ {out}.proposed" in printed
     assert "+  - name: coupon" in printed and "+    - note VARCHAR(40)" in printed
     assert f"change: new table {db}.coupon" in printed and f"gone from the source: {db}.legacy" in printed
-    assert f"change: new shards of {db}.acct: acct_2" in printed
+    assert (
+        f"change: new shards of {db}.acct: acct_2" in printed and f"new shards of {db}.pad: pad_02" in printed
+    )
     proposed = yaml.safe_load(proposed_path.read_text())
     assert proposed_path.read_text().startswith("# ours: reviewed 2026-11-28\n")
     assert proposed["lateness_minutes"] == 42 and proposed["source_id"] == "rerun"
     tables = {t["name"]: t for t in proposed["databases"][0]["tables"]}
-    assert list(tables) == ["acct", "orders", "coupon"]  # existing order kept, the new one appended
+    assert list(tables) == ["acct", "orders", "pad", "coupon"]  # existing order kept, the new one appended
     assert tables["orders"] == {
         "name": "orders",
         "primary_key": ["order_id"],
         "columns": ["order_id BIGINT NOT NULL", "amount DECIMAL(12,2)", "note VARCHAR(40)"],
         "business_key": ["order_id"],
     }
-    assert tables["acct"]["shards"] == 3
+    assert tables["acct"]["shards"] == 3 and tables["pad"]["shards"] == "00..02"
     assert tables["coupon"] == {
         "name": "coupon",
         "primary_key": ["code"],
@@ -79,9 +84,14 @@ def test_init_rerun_proposes_new_tables_and_columns_and_keeps_user_edits(
     }
 
     assert cli_main([*_argv(mariadb, db, out), "--apply"]) == 0
-    assert "applied 4 change(s)" in capsys.readouterr().out
+    assert "applied 5 change(s)" in capsys.readouterr().out
     assert out.read_text() == proposed_path.read_text()
-    assert [t.name for t in load_source_config(out).databases[0].tables] == ["acct", "orders", "coupon"]
+    assert [t.name for t in load_source_config(out).databases[0].tables] == [
+        "acct",
+        "orders",
+        "pad",
+        "coupon",
+    ]
 
 
 def test_init_rerun_refuses_a_new_table_without_a_primary_key(mariadb, tmp_path, monkeypatch, capsys):

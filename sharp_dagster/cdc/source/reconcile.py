@@ -31,6 +31,8 @@ import yaml
 
 from sharp_dagster.cdc.source.config import source_config_from_dict
 
+_RANGE = re.compile(r"\d+\.\.\d+")
+
 
 @dataclass
 class Proposal:
@@ -44,12 +46,20 @@ class Proposal:
 
 
 def physical_names(entry: dict[str, Any]) -> list[str]:
-    """The physical tables an entry (as `cdc init` writes it) lists: `shards` as a count or names, else its name."""
+    """The physical tables an entry (as `cdc init` writes it) lists: `shards` as a count, a range or names, else
+    its name.
+
+    >>> physical_names({"name": "t", "shards": "08..10"}), physical_names({"name": "t", "shards": 2})
+    (['t_08', 't_09', 't_10'], ['t_0', 't_1'])
+    """
     shards = entry.get("shards")
     if isinstance(shards, int) and not isinstance(shards, bool):
         return [f"{entry['name']}_{i}" for i in range(shards)]
     if isinstance(shards, list):
         return [str(s) for s in shards]
+    if isinstance(shards, str) and _RANGE.fullmatch(shards):  # '0000..1023': zero-padded, both ends as wide
+        first, last = shards.split("..")
+        return [f"{entry['name']}_{i:0{len(first)}d}" for i in range(int(first), int(last) + 1)]
     return [entry["name"]]
 
 
