@@ -72,6 +72,7 @@ PASSWORD_ENV = "SHARP_CDC_MYSQL_PASSWORD"
 DEFAULT_TOPIC_TEMPLATE = "binlog.{database}"
 FLAVORS = ("mariadb", "mysql")
 SCHEMA_CHECKS = ("strong", "weak")  # the ODS schema check: holds the day, or publishes it and alerts
+DEFAULT_SCHEMA_CHECK = "strong"  # safe: a change that breaks a downstream column holds the day
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -161,7 +162,7 @@ class SourceConfig:
     path: Path | None = field(default=None, compare=False)
     start: str | None = None  # YYYY-MM-DD: the first merged day, where the bootstrap put it
     schema_check: str = (
-        "strong"  # strong or weak: the ODS assets' schema check (`assets/ods_schema_check.py`)
+        DEFAULT_SCHEMA_CHECK  # strong or weak: the ODS assets' check (assets/ods_schema_check.py)
     )
 
     def database(self, name: str) -> DatabaseConfig:
@@ -293,7 +294,7 @@ def source_config_from_dict(
     replica_server_id = r.integer(top, "replica_server_id", default=4101, minimum=1, maximum=2**32 - 1)
     lateness = r.integer(top, "lateness_minutes", default=15, minimum=0, maximum=7 * 24 * 60)
     partitions = r.integer(top, "topic_partitions", default=1, minimum=1, maximum=1000)
-    schema_check = r.string(top, "schema_check", default="strong")
+    schema_check = r.string(top, "schema_check", default=DEFAULT_SCHEMA_CHECK)
     if schema_check not in SCHEMA_CHECKS:
         r.fail("schema_check", f"expected one of {', '.join(SCHEMA_CHECKS)}, got {schema_check!r}")
     raw_dbs = top.get("databases")

@@ -30,6 +30,7 @@ import yaml
 
 from sharp_dagster.cdc.source.columns import ColumnTypeError, spark_type_of
 from sharp_dagster.cdc.source.config import (
+    DEFAULT_SCHEMA_CHECK,
     DEFAULT_TOPIC_TEMPLATE,
     MysqlSettings,
     source_config_from_dict,
@@ -93,6 +94,7 @@ def introspect(
         "replica_server_id": replica_server_id,
         "lateness_minutes": lateness_minutes,
         "topic_partitions": topic_partitions,
+        "schema_check": DEFAULT_SCHEMA_CHECK,  # stated, so the reviewer sees it
         "databases": [],
     }
     for db, tables in tables_by_db.items():
