@@ -24,6 +24,7 @@ import json
 import logging
 import re
 from contextlib import ExitStack
+from dataclasses import replace
 
 from dagster import (
     AssetDep,
@@ -402,4 +403,5 @@ class OdsMerge:
             raise Failure(
                 description=f"{self.job_name} [{key}]: the raw binlog table {raw.qualified} is empty"
             )
-        return day_changes(store, raw, table.database, table.name, key)
+        changes, count, events = day_changes(store, raw, table.database, table.name, key)
+        return changes, count, replace(events, policy=table.source.ddl)

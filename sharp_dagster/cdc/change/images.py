@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from sharp_dagster.cdc.change.ddl_changes import evolve_schema
 from sharp_dagster.cdc.change.schema_evolution import (
-    evolve_columns,
     parse_added_columns,
     parse_created_columns,
 )
@@ -148,7 +148,9 @@ def image_columns(
     seen = {c.lower() for c, _ in columns}
     statements = list(ddl)
     columns += [(c, t) for c, t in image_columns_of_ddl(statements) if c.lower() not in seen]
-    evolved, _ = evolve_columns(columns, statements)
+    # Renamed columns keep their old name beside the new one (the hour's earlier images carry it); a widened
+    # type that Iceberg can promote applies; what the merge will refuse is left out (the landing never fails).
+    evolved = evolve_schema(columns, statements, strict=False).columns
     seen |= {c.lower() for c, _ in evolved}
     skip = seen | {a.name.lower() for s in statements for a in parse_added_columns(s)}
     if found is None:

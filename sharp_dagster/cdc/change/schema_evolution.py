@@ -116,7 +116,7 @@ def parse_added_columns(ddl_sql: str) -> list[AddedColumn]:
         parts = _split_top_level(listed.group("body"))
         ddl_sql = f"ALTER TABLE {listed.group('table')} " + ", ".join(f"ADD COLUMN {p}" for p in parts)
     try:
-        statement = _parse_quietly(ddl_sql)
+        statement = parse_quietly(ddl_sql)
     except sqlglot.errors.ParseError as err:
         raise ValueError(f"cannot parse DDL from the binlog: {ddl_sql!r}: {err}") from err
     if not isinstance(statement, exp.Alter):
@@ -142,7 +142,7 @@ def parse_created_columns(ddl_sql: str) -> list[tuple[str, str]]:
     if not ddl_sql or not re.match(r"^\s*CREATE\s+(?:TEMPORARY\s+)?TABLE\b", ddl_sql, re.I):
         return []
     try:
-        statement = _parse_quietly(ddl_sql)
+        statement = parse_quietly(ddl_sql)
     except sqlglot.errors.ParseError:
         return []
     if not isinstance(statement, exp.Create) or not isinstance(statement.this, exp.Schema):
@@ -176,7 +176,7 @@ def evolve_columns(
     return result, defaults
 
 
-def _parse_quietly(sql: str) -> exp.Expression:
+def parse_quietly(sql: str) -> exp.Expression:
     # sqlglot logs a warning when it falls back to an opaque Command; that case is handled by the caller.
     logger = logging.getLogger("sqlglot")
     level = logger.level

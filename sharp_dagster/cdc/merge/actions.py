@@ -40,7 +40,8 @@ def actions(changes: DataFrame, plan: MergePlan, carry: tuple[str, ...] = ()) ->
     `carry`: columns of `changes` kept on every action (a range merge's day).
     """
     if not images.is_typed(changes):
-        changes = images.typed_images(changes.where(F.col("op").isin(*ROW_OPS)), plan.columns)
+        renamed = [(old, plan.type_of(new)) for new, old in plan.renames]
+        changes = images.typed_images(changes.where(F.col("op").isin(*ROW_OPS)), [*plan.columns, *renamed])
     row_filter, projections = action_steps(plan, tuple(images.image_fields(changes)), carry)
     frame = changes.where(row_filter)
     for columns in projections:
@@ -61,8 +62,13 @@ def action_steps(
     fields = {name.lower(): name for name, _ in image_fields}
 
     def image_value(image: str, name: str) -> Column:
+        if plan.is_cleared(name):
+            return F.lit(None)  # a dropped column kept: what images carried of it before the drop is gone
         field = fields.get(name.lower())
-        return F.col(image)[field] if field is not None else F.lit(None)
+        value = F.col(image)[field] if field is not None else F.lit(None)
+        old = fields.get((plan.old_name(name) or "").lower())
+        # Images from before the day's rename carry the column by its old name (and never by the new one).
+        return F.coalesce(value, F.col(image)[old]) if old is not None else value
 
     return F.col("op").isin(*ROW_OPS), (
         _parsed(carry),
@@ -173,7 +179,12 @@ def _values(plan: MergePlan, image_value: ImageValue, carry: tuple[str, ...]) ->
     op, kc = F.col("op"), F.col("kc")
 
     def carried_after(j: int, name: str) -> Column:
-        return F.col(f"a{j}").isNotNull() | F.coalesce(F.array_contains("after_keys", name), F.lit(False))
+        if plan.is_cleared(name):
+            return F.lit(False)
+        listed = F.array_contains("after_keys", name)
+        if plan.old_name(name):
+            listed = listed | F.array_contains("after_keys", plan.old_name(name))
+        return F.col(f"a{j}").isNotNull() | F.coalesce(listed, F.lit(False))
 
     def before_value(name: str, typ: str) -> Column:
         # Only for key-changing updates (rare): the new row takes the columns the after image lacks from the

@@ -47,7 +47,8 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from sharp_dagster.cdc.change import images
-from sharp_dagster.cdc.change.schema_evolution import evolve_columns, parse_added_columns
+from sharp_dagster.cdc.change.ddl_changes import DdlPolicy, UnfollowableDdl, evolve_schema, is_drop_table
+from sharp_dagster.cdc.change.schema_evolution import parse_added_columns
 from sharp_dagster.cdc.merge.actions import actions
 from sharp_dagster.cdc.merge.plan import MergePlan, default_value, delta_key_names
 from sharp_dagster.cdc.merge.result import DELETED_COLUMN, SEQ_COLUMN, SEQ_TYPE, STATE_COLUMNS
@@ -69,11 +70,15 @@ _TYPED_CHANGE_COLUMNS = {*images.META_COLUMNS, *images.IMAGE_COLUMNS} - {"event_
 
 @dataclass(frozen=True)
 class DayEvents:
-    """The table-level events of a day (few; held on the driver): truncates and DDL statements."""
+    """The table-level events of a day (few; held on the driver): truncates and DDL statements, and the source's
+    policy for the DDL (`ddl_changes.DdlPolicy`; the asset sets it from the YAML). A DROP TABLE is a truncate at
+    its position too: the rows the source no longer has leave the ODS."""
 
     # shard (the physical `source_table`), or None for the whole table -> position of its latest truncate
     truncates: dict[str | None, int] = field(default_factory=dict)
     ddl: tuple[str, ...] = ()
+    policy: DdlPolicy = DdlPolicy()
+    table: str = field(default="", compare=False)  # the physical table of the DDL (named in a refusal)
 
 
 def merge_key(
@@ -129,12 +134,14 @@ def day_events(rows: Sequence[Row]) -> DayEvents:
     unique = {row.event_uid: row for row in rows}  # a re-delivered DDL is one statement
     truncates: dict[str | None, int] = {}
     ddl = []
+    table = ""
     for row in sorted(unique.values(), key=lambda r: (int(r.seq), r.event_uid or "")):
-        if row.op == "t":
+        if row.op == "t" or (row.ddl_sql and is_drop_table(row.ddl_sql)):
             truncates[row.source_table] = max(truncates.get(row.source_table, 0), int(row.seq))
-        elif row.ddl_sql:
+        if row.op != "t" and row.ddl_sql:
             ddl.append(row.ddl_sql)
-    return DayEvents(truncates, tuple(ddl))
+            table = table or row.source_table or ""
+    return DayEvents(truncates, tuple(ddl), table=table)
 
 
 def latest_changes(
@@ -254,7 +261,16 @@ def build_plan(
         if base is not None:
             raise ValueError(f"base lacks the shard column {shard_column!r}")
         target.append((shard_column, "string"))
-    target, defaults = evolve_columns(target, events.ddl)
+    evolution = evolve_schema(target, events.ddl, events.policy, table=events.table)
+    target, defaults = evolution.columns, evolution.defaults
+    renamed_keys = [
+        old for _, old in evolution.renames.items() if old.lower() in {k.lower() for k in key_columns}
+    ]
+    if renamed_keys:
+        raise UnfollowableDdl(
+            f"table {events.table}: the day's DDL renames the key column(s) {renamed_keys}: the merge cannot "
+            "follow a key rename; see README 'When the source changes'"
+        )
     names = {c.lower() for c, _ in target}
     unknown = [k for k in key_columns if k.lower() not in names]
     if unknown and inferred:
@@ -268,7 +284,16 @@ def build_plan(
     if not shard_column and truncates:
         # Not sharded: a truncate of the (one) physical table truncates the whole logical table.
         truncates = {None: max(truncates.values())}
-    return MergePlan(target, defaults, list(key_columns), shard_column, truncates)
+    return MergePlan(
+        target,
+        defaults,
+        list(key_columns),
+        shard_column,
+        truncates,
+        tuple(evolution.renames.items()),
+        tuple(evolution.cleared),
+        tuple(evolution.dropped),
+    )
 
 
 def _physical_table_column(key_columns: Sequence[str], shard_column: str | None) -> str | None:
@@ -288,7 +313,7 @@ def _day_columns(changes: DataFrame, events: DayEvents, typed: bool) -> list[tup
     """A first day's columns without a base or `columns`: its CREATE TABLE's, then those only its images carry
     (the typed images' fields, or `images.image_columns` over the JSON ones: one Spark job).
 
-    Columns an ALTER of the day adds are left to `evolve_columns`, which knows their type and the default that
+    Columns an ALTER of the day adds are left to `ddl_changes.evolve_schema`, which knows their type and the default that
     rows from before the ALTER take.
     """
     if typed:
@@ -311,8 +336,9 @@ def _conform_columns(plan: MergePlan, base_columns: tuple[str, ...]) -> list[Col
     present = {c.lower(): c for c in base_columns}
     cols = []
     for name, typ in plan.columns:
-        if name.lower() in present:
-            cols.append(F.col(f"`{present[name.lower()]}`").cast(typ).alias(name))
+        held = present.get(name.lower()) or present.get((plan.old_name(name) or "").lower())
+        if held is not None and not plan.is_cleared(name):
+            cols.append(F.col(f"`{held}`").cast(typ).alias(name))
         else:
             cols.append(default_value(plan, name, typ).alias(name))
     deleted = (

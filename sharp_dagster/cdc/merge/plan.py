@@ -19,9 +19,17 @@ class MergePlan:
     keys: list[str]
     shard: str | None
     truncates: dict[str | None, int]
+    # The day's DDL as the merge follows it (`ddl_changes.evolve_schema`): a renamed column -> the name the images
+    # before the rename carry; dropped columns kept (null from the drop on); dropped columns that leave the state.
+    renames: tuple[tuple[str, str], ...] = ()
+    cleared: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
 
     def _identity(self) -> tuple:
         return (
+            self.renames,
+            self.cleared,
+            self.dropped,
             tuple(self.columns),
             tuple(sorted(self.defaults.items())),
             tuple(self.keys),
@@ -35,6 +43,13 @@ class MergePlan:
 
     def __hash__(self) -> int:
         return hash(self._identity())
+
+    def old_name(self, name: str) -> str | None:
+        """The name images from before the day's rename of column `name` carry it by (None: not renamed)."""
+        return next((old for new, old in self.renames if new.lower() == name.lower()), None)
+
+    def is_cleared(self, name: str) -> bool:
+        return name.lower() in {c.lower() for c in self.cleared}
 
     def type_of(self, name: str) -> str:
         return next(t for c, t in self.columns if c.lower() == name.lower())

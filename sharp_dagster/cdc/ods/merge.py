@@ -106,7 +106,9 @@ def day_rows(
         flagged = delta.select(*_finalize(plan, False, True), *nothing)
         return _day_rows(flagged, plan, null_key, broadcast_max_rows)
     state = conform_base(base, plan)
-    if plan.truncates or plan.defaults:  # the day changes rows it never names: every state row is touched
+    if (
+        plan.truncates or plan.defaults or plan.cleared
+    ):  # the day changes rows it never names: all are touched
         joined = state.join(delta, key_condition(plan), "full_outer")
     else:
         small = facts.keys <= broadcast_max_rows
@@ -284,10 +286,19 @@ def _state_before(store: IcebergTables, table: str, branch: str, day: str) -> Da
 
 
 def _evolve(store: IcebergTables, table: str, plan: MergePlan, day: str) -> None:
-    """The columns the day adds (its ALTER TABLE ... ADD) added to `ods.<table>`, each with the day it was added
-    (`COLUMN_SINCE`); a changed type widened."""
+    """The day's DDL followed on `ods.<table>` by Iceberg's own ALTER TABLE: renamed columns renamed (earlier tags
+    still read the old name), the columns the day adds added, each with the day it was added (`COLUMN_SINCE`), a
+    widened type promoted, columns the policy drops dropped (tags keep them)."""
     name = store.name(ods_ref(table))
     current = {f.name.lower(): f.dataType.simpleString() for f in store.spark.table(name).schema}
+    for new, old in plan.renames:
+        if old.lower() in current and new.lower() not in current:
+            store.spark.sql(f"ALTER TABLE {name} RENAME COLUMN `{old}` TO `{new}`")
+            current[new.lower()] = current.pop(old.lower())
+    for column in plan.dropped:
+        if column.lower() in current:
+            store.spark.sql(f"ALTER TABLE {name} DROP COLUMN `{column}`")
+            del current[column.lower()]
     for column, typ in plan.columns:
         if column.lower() not in current:
             store.spark.sql(f"ALTER TABLE {name} ADD COLUMN `{column}` {typ}")

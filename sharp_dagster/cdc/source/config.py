@@ -9,6 +9,7 @@ One YAML file describes one source (a MySQL/MariaDB server the collector reads t
     topic_partitions: 2              # partitions of each binlog topic the collector creates
     schema_check: strong             # a day that drops, renames or retypes a column some DWD/ADS column reads:
                                      # strong holds the day (nothing published), weak publishes and alerts
+    ddl: {drop_column: keep, recreate_table: follow}   # DDL policy (config_fields.DdlPolicy); these are defaults
     start: 2024-06-01                # the first day merged into ODS (written by `cdc bootstrap`; default: the
                                      # warehouse's DEFAULT_START); its bootstrap snapshot is the day before's state
     databases:
@@ -58,9 +59,11 @@ import yaml
 from sharp_dagster.cdc.source.columns import SourceColumn
 from sharp_dagster.cdc.source.config_fields import (
     ConfigError,
+    DdlPolicy,
     FieldReader,
     check_shard_key,
     read_columns,
+    read_ddl_policy,
     read_shards,
     read_start,
 )
@@ -164,6 +167,9 @@ class SourceConfig:
     schema_check: str = (
         DEFAULT_SCHEMA_CHECK  # strong or weak: the ODS assets' check (assets/ods_schema_check.py)
     )
+    ddl: DdlPolicy = (
+        DdlPolicy()
+    )  # what the daily merge does with the source's DDL (`config_fields.DdlPolicy`)
 
     def database(self, name: str) -> DatabaseConfig:
         for db in self.databases:
@@ -193,6 +199,7 @@ class SourceConfig:
             self.path,
             self.start,
             self.schema_check,
+            self.ddl,
         )
 
 
@@ -266,6 +273,7 @@ SOURCE_FIELDS = {
     "databases",
     "start",
     "schema_check",
+    "ddl",
 }
 DATABASE_FIELDS = {"name", "topic", "tables"}
 TABLE_FIELDS = {
@@ -305,6 +313,7 @@ def source_config_from_dict(
     topics = [db.topic for db in databases]
     if len(set(topics)) != len(topics):
         r.fail("databases", "two databases share one topic; each source database has its own topic")
+    ddl = read_ddl_policy(r, top.get("ddl"))
     return SourceConfig(
         source_id,
         tuple(databases),
@@ -315,6 +324,7 @@ def source_config_from_dict(
         path,
         start,
         schema_check,
+        ddl,
     )
 
 

@@ -5,11 +5,59 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
 from sharp_dagster.cdc.source.columns import ColumnTypeError, SourceColumn, parse_column
 from sharp_dagster.cdc.source.shards import PHYSICAL_TABLE_COLUMN, ShardRule
+
+DROP_COLUMN_POLICIES = ("keep", "drop")
+RECREATE_TABLE_POLICIES = ("follow", "fail")
+DDL_FIELDS = {"drop_column", "recreate_table"}
+
+
+@dataclass(frozen=True)
+class DdlPolicy:
+    """What the daily ODS merge does with the source's DDL where more than one answer is sound (the YAML's `ddl:`;
+    README "When the source changes"). Renames, type widenings Iceberg can promote, ADD COLUMN and TRUNCATE are
+    always followed; what it cannot follow always fails the day.
+
+    - `drop_column`: `keep` (default: the column stays in ODS, null from the day of the drop on; no value is lost,
+      earlier days' tags keep its values) or `drop` (Iceberg drops it from the current state; tags keep it).
+    - `recreate_table`: `follow` (default: at a DROP TABLE the table's rows leave ODS, a CREATE TABLE's columns
+      apply, columns it lacks as `drop_column` says) or `fail` (the day fails, naming the statement).
+    """
+
+    drop_column: str = "keep"
+    recreate_table: str = "follow"
+
+    def __post_init__(self) -> None:
+        if self.drop_column not in DROP_COLUMN_POLICIES:
+            raise ValueError(
+                f"ddl.drop_column: expected one of {DROP_COLUMN_POLICIES}, got {self.drop_column!r}"
+            )
+        if self.recreate_table not in RECREATE_TABLE_POLICIES:
+            raise ValueError(
+                f"ddl.recreate_table: expected one of {RECREATE_TABLE_POLICIES}, got {self.recreate_table!r}"
+            )
+
+
+def read_ddl_policy(r: FieldReader, value: Any) -> DdlPolicy:
+    """The source's `ddl:` mapping (absent: the defaults)."""
+    if value is None:
+        return DdlPolicy()
+    mapping = r.mapping(value, "ddl")
+    r.no_unknown(mapping, "ddl", DDL_FIELDS)
+    drop = r.string(mapping, "drop_column", "ddl", default="keep")
+    recreate = r.string(mapping, "recreate_table", "ddl", default="follow")
+    if drop not in DROP_COLUMN_POLICIES:
+        r.fail("ddl.drop_column", f"expected one of {', '.join(DROP_COLUMN_POLICIES)}, got {drop!r}")
+    if recreate not in RECREATE_TABLE_POLICIES:
+        r.fail(
+            "ddl.recreate_table", f"expected one of {', '.join(RECREATE_TABLE_POLICIES)}, got {recreate!r}"
+        )
+    return DdlPolicy(drop, recreate)
 
 
 class ConfigError(ValueError):
