@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sharp_dagster.cdc.change.schema_evolution import AddedColumn, evolve_columns, parse_added_columns
+from sharp_dagster.cdc.change.ddl_changes import evolve_schema
+from sharp_dagster.cdc.change.schema_evolution import AddedColumn, parse_added_columns
 
 
 @pytest.mark.parametrize(
@@ -36,8 +37,8 @@ def test_parse_added_columns(ddl, expected):
     assert parse_added_columns(ddl) == expected
 
 
-def test_evolve_columns_adds_each_column_once_in_binlog_order():
-    columns, defaults = evolve_columns(
+def test_evolve_schema_adds_each_column_once_in_binlog_order():
+    evolution = evolve_schema(
         [("id", "bigint"), ("name", "string")],
         [
             "ALTER TABLE user_0 ADD COLUMN level int NOT NULL DEFAULT 1",
@@ -46,8 +47,8 @@ def test_evolve_columns_adds_each_column_once_in_binlog_order():
             "ALTER TABLE user_0 ADD COLUMN email text",
         ],
     )
-    assert columns == [("id", "bigint"), ("name", "string"), ("level", "int"), ("email", "string")]
-    assert defaults == {"level": "1"}
+    assert evolution.columns == [("id", "bigint"), ("name", "string"), ("level", "int"), ("email", "string")]
+    assert evolution.defaults == {"level": "1"}
 
 
 def test_unparseable_ddl_is_an_error_naming_the_statement():

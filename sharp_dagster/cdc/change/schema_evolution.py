@@ -2,8 +2,8 @@
 
 The daily merge reads the day's `ddl` events, and every column they add joins the table's column list. Rows that
 existed before the ALTER get the value MySQL gave them: the column's literal DEFAULT, or for a NOT NULL column
-without one MySQL's implicit default (0, '' ...), else null. Other DDL (DROP, MODIFY, RENAME, indexes) is not
-interpreted here: a dropped column stays in the ODS table and simply stops receiving values.
+without one MySQL's implicit default (0, '' ...), else null. The other DDL kinds (RENAME, CHANGE, MODIFY, DROP,
+DROP + CREATE, indexes) are interpreted by `ddl_changes.py`, which the merge and the landing call.
 
 >>> [(c.name, c.spark_type, c.default) for c in parse_added_columns("ALTER TABLE t ADD COLUMN note varchar(20)")]
 [('note', 'string', None)]
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import sqlglot
@@ -152,28 +151,6 @@ def parse_created_columns(ddl_sql: str) -> list[tuple[str, str]]:
         for column in statement.this.expressions
         if isinstance(column, exp.ColumnDef) and isinstance(column.args.get("kind"), exp.DataType)
     ]
-
-
-def evolve_columns(
-    columns: Sequence[tuple[str, str]], ddl_statements: Iterable[str]
-) -> tuple[list[tuple[str, str]], dict[str, str]]:
-    """`columns` plus the columns the DDL statements add (in statement order), and the added columns' defaults.
-
-    A column already present (compared case-insensitively, as MySQL does) is not added again, so the same ALTER
-    replayed, or run on every shard of a sharded table, adds its column once.
-    """
-    result = list(columns)
-    known = {name.lower() for name, _ in result}
-    defaults: dict[str, str] = {}
-    for statement in ddl_statements:
-        for column in parse_added_columns(statement):
-            if column.name.lower() in known:
-                continue
-            known.add(column.name.lower())
-            result.append((column.name, column.spark_type))
-            if column.default is not None:
-                defaults[column.name] = column.default
-    return result, defaults
 
 
 def parse_quietly(sql: str) -> exp.Expression:
