@@ -33,14 +33,12 @@ class DdlPolicy:
     recreate_table: str = "follow"
 
     def __post_init__(self) -> None:
-        if self.drop_column not in DROP_COLUMN_POLICIES:
-            raise ValueError(
-                f"ddl.drop_column: expected one of {DROP_COLUMN_POLICIES}, got {self.drop_column!r}"
-            )
-        if self.recreate_table not in RECREATE_TABLE_POLICIES:
-            raise ValueError(
-                f"ddl.recreate_table: expected one of {RECREATE_TABLE_POLICIES}, got {self.recreate_table!r}"
-            )
+        for name, value, allowed in (
+            ("drop_column", self.drop_column, DROP_COLUMN_POLICIES),
+            ("recreate_table", self.recreate_table, RECREATE_TABLE_POLICIES),
+        ):
+            if value not in allowed:
+                raise ValueError(f"ddl.{name}: expected one of {', '.join(allowed)}, got {value!r}")
 
 
 def read_ddl_policy(r: FieldReader, value: Any) -> DdlPolicy:
@@ -51,13 +49,11 @@ def read_ddl_policy(r: FieldReader, value: Any) -> DdlPolicy:
     r.no_unknown(mapping, "ddl", DDL_FIELDS)
     drop = r.string(mapping, "drop_column", "ddl", default="keep")
     recreate = r.string(mapping, "recreate_table", "ddl", default="follow")
-    if drop not in DROP_COLUMN_POLICIES:
-        r.fail("ddl.drop_column", f"expected one of {', '.join(DROP_COLUMN_POLICIES)}, got {drop!r}")
-    if recreate not in RECREATE_TABLE_POLICIES:
-        r.fail(
-            "ddl.recreate_table", f"expected one of {', '.join(RECREATE_TABLE_POLICIES)}, got {recreate!r}"
-        )
-    return DdlPolicy(drop, recreate)
+    try:
+        return DdlPolicy(drop, recreate)
+    except ValueError as exc:
+        r.fail("", str(exc))  # the message names the field: ddl.<field>
+        raise
 
 
 class ConfigError(ValueError):
