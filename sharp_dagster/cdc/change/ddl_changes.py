@@ -40,6 +40,7 @@ _HEAD = re.compile(
     r"^\s*(?:/\*.*?\*/\s*)*(\w+)(?:\s+(?:OR\s+REPLACE\s+|TEMPORARY\s+|ONLINE\s+|IGNORE\s+)*(\w+))?",
     re.I | re.S,
 )
+_ALTER_MODIFIERS = re.compile(r"^\s*ALTER\s+(?:(?:ONLINE|IGNORE)\s+)+TABLE\b", re.I)
 _DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
 # Iceberg's type promotions (what ALTER TABLE ... ALTER COLUMN ... TYPE accepts), decimals apart.
 _PROMOTIONS = {("int", "bigint"), ("float", "double")}
@@ -97,17 +98,29 @@ def _alter(statement: str, table: str) -> list[SchemaChange]:
     def refuse(why: str) -> UnfollowableDdl:
         return UnfollowableDdl(f"table {table or '?'}: cannot follow DDL {statement!r}: {why}")
 
+    plain = _ALTER_MODIFIERS.sub("ALTER TABLE", statement, count=1)
     try:
-        parsed = parse_quietly(statement)
+        parsed = parse_quietly(plain)
     except sqlglot.errors.ParseError as err:
         raise refuse(f"sqlglot (mysql) cannot parse it: {err}") from err
     if not isinstance(parsed, exp.Alter):
+        # `ADD (a int, b text)`, which sqlglot reads as an opaque command, `parse_added_columns` rewrites.
+        listed = _added_list(plain)
+        if listed:
+            return [SchemaChange("add", table, c.name, None, c.spark_type, statement) for c in listed]
         raise refuse("sqlglot (mysql) cannot parse it")
     out = []
-    added = iter(parse_added_columns(statement))
+    added = iter(parse_added_columns(plain))
     for action in parsed.args.get("actions") or []:
         out.append(_action(action, table, statement, added, refuse))
     return out or [SchemaChange("ignored", table, statement=statement)]  # table options, comments
+
+
+def _added_list(statement: str) -> list:
+    try:
+        return parse_added_columns(statement)
+    except ValueError:
+        return []
 
 
 def _action(action, table: str, statement: str, added, refuse) -> SchemaChange:
