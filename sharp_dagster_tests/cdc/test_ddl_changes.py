@@ -12,6 +12,7 @@ from sharp_dagster.cdc.change.ddl_changes import (
     evolve_schema,
     interpret,
     is_drop_table,
+    schema_changes,
 )
 from sharp_dagster.cdc.source.config import source_config_from_dict
 from sharp_dagster.cdc.source.config_fields import ConfigError, DdlPolicy
@@ -150,3 +151,14 @@ def test_the_policy_is_read_from_the_yaml_default_safe_and_bad_values_named():
         source_config_from_dict(source({"drop_column": "nulls"}), origin="x.yaml")
     with pytest.raises(ConfigError, match=r"ddl: unknown field\(s\) rename"):
         source_config_from_dict(source({"rename": "follow"}), origin="x.yaml")
+
+
+def test_the_days_schema_changes_are_listed_for_the_ods_schema_check():
+    statements = [
+        "ALTER TABLE orders CHANGE amount total DECIMAL(14,2)",
+        "ALTER TABLE orders DROP COLUMN note",
+    ]
+    assert schema_changes("shop.orders", statements) == [
+        SchemaChange("rename", "shop.orders", "amount", "total", "decimal(14,2)", statements[0]),
+        SchemaChange("drop_column", "shop.orders", "note", None, None, statements[1]),
+    ]
