@@ -45,7 +45,7 @@ from sharp_dagster.assets.ods_schema_check import OdsSchemaCheck, schema_check_s
 from sharp_dagster.cdc.landing.done_markers import day_complete, hours_done, write_done_markers
 from sharp_dagster.cdc.landing.prior import prior_landing
 from sharp_dagster.cdc.landing.raw_tables import quarantine_table_ref, raw_table_ref
-from sharp_dagster.cdc.merge.change_source import day_changes
+from sharp_dagster.cdc.merge.change_source import range_changes
 from sharp_dagster.cdc.ods import stage as ods_stage
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.columns import state_columns
@@ -311,16 +311,16 @@ class OdsMerge:
             self._check_done(run.key, run)
         published = ods_store.published_days(store, table.name)  # read once for the stage, passed on
         self._check_previous(published, runs[0].key)
+        own = [run.key for run in runs]
         for run in runs:
             with run.step("read", source_type="iceberg") as rec:
-                changes[run.key] = self._read_day(store, run.key)
+                if not changes:  # the range's changes read at once (`range_changes`), each run's step its own
+                    changes = self._read_days(store, own)
                 rec.source_count = run.source_count = changes[run.key][1]
-        own = [run.key for run in runs]
         later = days_after(published, own[-1])
         if later:
             with runs[-1].step("read_later", source_type="iceberg") as rec:
-                for day in later:
-                    changes[day] = self._read_day(store, day)
+                changes.update(self._read_days(store, later))
                 rec.source_count = sum(changes[day][1] for day in later)
                 rec.info(
                     f"a re-run of {own[-1]} while {len(later)} later day(s) are published ({', '.join(later)}): "
@@ -395,13 +395,16 @@ class OdsMerge:
                 )
             rec.source_count = 24
 
-    def _read_day(self, store: IcebergTables, key: str):
-        """The day's changes, how many, and its events."""
+    def _read_days(self, store: IcebergTables, days: list[str]) -> dict:
+        """Each day's changes, how many, and its events, the days read together (`range_changes`)."""
         table = self.table
         raw = raw_table_ref(table.database)
         if not store.exists(raw):
             raise Failure(
-                description=f"{self.job_name} [{key}]: the raw binlog table {raw.qualified} is empty"
+                description=f"{self.job_name} [{days[0]}]: the raw binlog table {raw.qualified} is empty"
             )
-        changes, count, events = day_changes(store, raw, table.database, table.name, key)
-        return changes, count, replace(events, policy=table.source.ddl)
+        read = range_changes(store, raw, table.database, table.name, days)
+        policy = table.source.ddl  # the source's DDL policy travels with each day's events
+        return {
+            day: (changes, n, replace(events, policy=policy)) for day, (changes, n, events) in read.items()
+        }

@@ -7,7 +7,9 @@ metadata: `raw_counts_by_day`) and every value of its type (no `cast_errors`); e
 which the merge types by the state's own columns.
 
 A day whose images are off takes the raw rows and says so in the log. A range batch merges its days one after the
-other (`ods_stage.py`), each day taking its own source by this rule.
+other (`ods_stage.py`), each day taking its own source by this rule; it reads its days' changes at once
+(`range_changes`): one checkpoint of the range's typed images, one grouped job for every day's counts and events,
+and the raw counts from one look at the partition metadata, where a day alone costs each of these.
 
 Plain arguments (the warehouse's store, the raw table, the source database and table names), as `merge_day` takes.
 """
@@ -67,6 +69,29 @@ def day_changes(
     rows = checkpoint(_raw_rows(store, raw, table, [day]))
     count, events = rows.selectExpr("count(*)", TABLE_EVENTS_AGGREGATE).first()
     return rows, count, day_events(events)
+
+
+def range_changes(
+    store: IcebergTables, raw: TableRef, database: str, table: str, days: Sequence[str]
+) -> dict[str, tuple[DataFrame, int, DayEvents]]:
+    """`day_changes` of each of `days` (a range's), read together: the range's typed images checkpointed once,
+    each day's count, misfits and events in one job grouped by day, the raw counts in one metadata look; each day
+    takes its own source by the module's rule (a day whose images are off reads its raw rows, as alone)."""
+    typed = read_typed_images(store, database, table, days)
+    if typed is None or len(days) == 1:
+        return {day: day_changes(store, raw, database, table, day) for day in days}
+    typed = checkpoint(typed)
+    aggregates = [F.expr(e) for e in ("count(*)", MISFITS, TABLE_EVENTS_AGGREGATE)]
+    found = {str(r[0]): tuple(r[1:]) for r in typed.groupBy("dt").agg(*aggregates).collect()}
+    raw_rows = raw_counts_by_day(store, raw, table, days)
+    out = {}
+    for day in days:
+        typed_rows, misfits, events = found.get(day, (0, 0, []))
+        if images_whole(typed_rows, misfits, raw_rows[day]):
+            out[day] = (typed.where(F.col("dt") == day), typed_rows, day_events(events))
+        else:  # its raw rows, and the log says why (as a day alone)
+            out[day] = day_changes(store, raw, database, table, day)
+    return out
 
 
 def raw_counts_by_day(store: IcebergTables, raw: TableRef, table: str, days: Sequence[str]) -> dict[str, int]:

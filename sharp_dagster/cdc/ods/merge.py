@@ -63,6 +63,10 @@ class DayRows:
     # `count` within `day_rows`' `broadcast_max_rows`, the bound its look used for the day's keys (the same number
     # unless the day touches every row): the writes broadcast by this answer, not by a bound of their own.
     small: bool
+    # rows of `flagged` whose key `ods` holds (`HELD`), and live rows of the day: counted with `count`, so the
+    # writes ask neither again
+    held: int = 0
+    live: int = 0
 
 
 @dataclass(frozen=True)
@@ -126,8 +130,12 @@ def day_rows(
 
 def _day_rows(flagged: DataFrame, plan: MergePlan, null_key: bool, broadcast_max_rows: int) -> DayRows:
     flagged = checkpoint(flagged)
-    count = flagged.count()  # the day's key count, or the state's size when the day touches every row
-    return DayRows(flagged.drop(HELD, DEAD), plan, null_key, flagged, count, count <= broadcast_max_rows)
+    # The day's key count (or the state's size when the day touches every row), its held keys and live rows: one job.
+    count, held, live = flagged.agg(
+        F.count(F.lit(1)), F.count_if(F.col(HELD)), F.count_if(~F.col(DELETED_COLUMN))
+    ).first()
+    small = count <= broadcast_max_rows
+    return DayRows(flagged.drop(HELD, DEAD), plan, null_key, flagged, count, small, held, live)
 
 
 def _day_facts(delta: DataFrame, plan: MergePlan) -> DayFacts:
@@ -260,6 +268,7 @@ def merge_into(
             plan,
             merged.null_key,
             merged.small,
+            (merged.held, merged.live),
         )
     heads = tuple(ods_store.ref_snapshot(store, ref, branch) for ref in ods_store.both(table))
     return StagedDay(day, heads, merged.count)

@@ -37,7 +37,14 @@ def tombstone_columns(plan: MergePlan) -> list[str]:
 
 
 def write_rows(
-    store: IcebergTables, table: str, branch: str, view: str, plan: MergePlan, null_key: bool, small: bool
+    store: IcebergTables,
+    table: str,
+    branch: str,
+    view: str,
+    plan: MergePlan,
+    null_key: bool,
+    small: bool,
+    counts: tuple[int, int] | None = None,
 ) -> None:
     """The touched keys' rows on the branch: `ods.<table>` gets their live rows, `ods_state.<table>` their
     tombstones. `view` holds `DayRows.flagged`: which keys each table holds is what the state look of `day_rows`
@@ -45,7 +52,7 @@ def write_rows(
     appended (`_replace`); rows too many to broadcast (not `DayRows.small`) take one `MERGE INTO` with an insert
     clause (an outer join: both sides shuffled). `ods_state`: one `MERGE INTO` from the key, position and deleted
     flag of the rows it can change: the day's tombstones and the keys it holds (`DEAD`), a small source whatever
-    the day's size."""
+    the day's size. `counts`: the held keys and live rows of the view when known (`DayRows`), so no job asks."""
     eq = "<=>" if null_key else "="  # a plain equi-join probes a faster hash table
     on = " AND ".join(f"t.`{k}` {eq} s.`{k}`" for k in plan.keys)
     live_cols = [c for c, _ in plan.columns] + [SEQ_COLUMN]
@@ -57,7 +64,7 @@ def write_rows(
         inserted = f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT {_insert(live_cols)}"
         store.spark.sql(f"MERGE INTO {ods} t USING {view} s ON {on} {matched}{inserted}")
     else:
-        _replace(store.spark, ods, store.spark.table(view), plan.keys, null_key, live_cols)
+        _replace(store.spark, ods, store.spark.table(view), plan.keys, null_key, live_cols, counts)
     source = (
         f"(SELECT {_names([*dead_cols, DELETED_COLUMN])} FROM {view} WHERE `{DELETED_COLUMN}` OR `{DEAD}`)"
     )
@@ -72,12 +79,32 @@ def write_rows(
 
 
 def _replace(
-    spark: SparkSession, ods: str, flagged: DataFrame, keys: Sequence[str], null_key: bool, columns: list[str]
+    spark: SparkSession,
+    ods: str,
+    flagged: DataFrame,
+    keys: Sequence[str],
+    null_key: bool,
+    columns: list[str],
+    counts: tuple[int, int] | None = None,
 ) -> None:
     """`ods`' rows of the held keys deleted, then every live row of the day appended: a `DELETE FROM` (a
     broadcast semi join past a key-only scan, merge-on-read: deletion vectors) and one `INSERT INTO`. Not a
     `MERGE INTO`: that shuffles the matched rows by row id for its cardinality check (pointless: the day has
-    one row per key) and carries the v3 row-lineage columns. An empty step commits nothing."""
+    one row per key) and carries the v3 row-lineage columns. An empty step commits nothing (`counts`: the held
+    keys and live rows when known, else counted here)."""
+    if counts is None or counts[0]:
+        _delete_held(spark, ods, flagged, keys, null_key)
+    live = flagged.where(~F.col(DELETED_COLUMN))
+    if (counts[1] > 0) if counts is not None else not live.isEmpty():
+        with temp_view(live) as source:
+            names = _names(columns)  # by name: an added column sits after `_binlog_seq` in the table
+            spark.sql(f"INSERT INTO {ods} ({names}) SELECT {names} FROM {source}")
+
+
+def _delete_held(
+    spark: SparkSession, ods: str, flagged: DataFrame, keys: Sequence[str], null_key: bool
+) -> None:
+    """`ods`' rows of the held keys deleted (merge-on-read: deletion vectors), the keys broadcast by their size."""
     held = flagged.where(F.col(HELD)).select(*[F.col(f"`{k}`") for k in keys]).cache()
     try:
         if held.count():
@@ -88,11 +115,6 @@ def _replace(
                 spark.sql(f"DELETE FROM {ods} t WHERE {_held_condition(source, keys, null_key)}")
     finally:
         held.unpersist()
-    live = flagged.where(~F.col(DELETED_COLUMN))
-    if not live.isEmpty():
-        with temp_view(live) as source:
-            names = _names(columns)  # by name: an added column sits after `_binlog_seq` in the table
-            spark.sql(f"INSERT INTO {ods} ({names}) SELECT {names} FROM {source}")
 
 
 def _held_condition(source: str, keys: Sequence[str], null_key: bool) -> str:
