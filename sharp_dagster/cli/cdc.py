@@ -183,7 +183,7 @@ def _load_config(path: str):
 def cmd_collect(args: argparse.Namespace) -> int:
     from sharp_dagster.cdc.capture.collector import Collector
     from sharp_dagster.cdc.capture.collector_db import DbStateStore
-    from sharp_dagster.cdc.capture.collector_state import CollectorError
+    from sharp_dagster.cdc.capture.collector_state import CollectorError, followed_tables
     from sharp_dagster.cdc.source.config import ConfigError, MysqlSettings
     from sharp_dagster.db import DatabaseUnavailable
 
@@ -201,7 +201,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
         url = Settings.from_env().log_db_url
         store = DbStateStore(url, source.source_id, legacy_file=args.state_file)
         # A saved position is where the collector resumes; the bootstrap's start is for a first run only.
-        start = args.start or ("earliest" if store.load() is not None else _bootstrap_start(url, source))
+        saved = store.load(follows=followed_tables(source))
+        start = args.start or ("earliest" if saved is not None else _bootstrap_start(url, source))
         collector = Collector(
             mysql,
             {"bootstrap.servers": args.bootstrap_servers},

@@ -85,12 +85,15 @@ def bootstrap_one_table(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     jl = JobLog(settings.log_db_url)
     try:
-        db, table = configured_table(load_config(args.config), args.table, args.config)
-        check_table_before_spark(jl, mysql, db, table, force=args.force)
+        source = load_config(args.config)
+        db, table = configured_table(source, args.table, args.config)
+        check_table_before_spark(jl, mysql, db, table, force=args.force, source_id=source.source_id)
     except BootstrapError as exc:
         raise _cli_error(str(exc)) from None
     spark = build_spark_session(settings, app_name="sharp_dagster_cdc_bootstrap")
-    options = {"force": args.force, "partition_rows": args.partition_rows, "progress": print}
+    options = dict(
+        force=args.force, partition_rows=args.partition_rows, progress=print, source_id=source.source_id
+    )
     try:
         r = bootstrap_table(spark, warehouse_tables(spark, settings), jl, mysql, db, table, **options)
     except (BootstrapError, SnapshotError, ClaimRefused) as exc:

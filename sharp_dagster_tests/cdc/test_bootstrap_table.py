@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
 from pyspark.sql import functions as F
 
+from sharp_dagster.cdc.capture.collector_db import DbStateStore
 from sharp_dagster.cdc.landing.land import land
 from sharp_dagster.cdc.landing.raw_tables import raw_table_ref
 from sharp_dagster.cdc.merge.change_source import day_changes
 from sharp_dagster.cdc.ods import stage as ods_stage
 from sharp_dagster.cdc.ods import store as ods_store
-from sharp_dagster.cdc.ods.bootstrap import bootstrap_position, bootstrap_source
+from sharp_dagster.cdc.ods.bootstrap import BootstrapError, bootstrap_position, bootstrap_source
 from sharp_dagster.cdc.ods.bootstrap_table import bootstrap_table, table_job_name
 from sharp_dagster.cdc.ods.columns import state_columns
 from sharp_dagster.cdc.ods.versions import day_tag, ods_ref
@@ -57,15 +59,18 @@ def tag_snapshots(store, table: str) -> dict[str, int | None]:
 
 
 class Pipeline:
-    """The collector (one state file: a new `Collector` is a restart), the landing and the daily merge."""
+    """The collector (its position in the job log, as `cdc collect` keeps it: a new `Collector` is a restart), the
+    landing and the daily merge."""
 
-    def __init__(self, cdc, spark, store, db: str, config_path):
+    def __init__(self, cdc, spark, store, db: str, config_path, log_url: str):
         self.cdc, self.spark, self.store, self.db, self.config_path = cdc, spark, store, db, config_path
+        self.log_url = log_url
         self.offsets = None
 
     def collect(self, start: str, clock_at: dt.datetime) -> int:
         source = load_source_config(self.config_path)  # as `cdc collect` reads it when it starts
-        collector = self.cdc.collector(source, start=start, clock=SimulatedClock(clock_at))
+        state = DbStateStore(self.log_url, source.source_id)
+        collector = self.cdc.collector(source, state, start=start, clock=SimulatedClock(clock_at))
         return collector.run(once=True).row_changes
 
     def land(self) -> None:
@@ -109,13 +114,14 @@ def test_a_table_created_on_a_running_source_joins_it_and_is_repaired(
     run_sql(cdc.mariadb, db, at(D0, 6), "INSERT INTO orders VALUES (1, 10.00), (2, 20.00)")
     config_path = tmp_path / "source.yaml"
     config_path.write_text(introspect(cdc.mysql, [db]).yaml)
-    jl = JobLog(f"sqlite:///{tmp_path / 'sharp_log.db'}")
+    log_url = f"sqlite:///{tmp_path / 'sharp_log.db'}"
+    jl = JobLog(log_url)
     source = load_source_config(config_path)
     bootstrap_source(spark, table_store, jl, cdc.mysql, source, clock=SimulatedClock(at(D0, 8)))
     position = bootstrap_position(jl, db)
     assert position["start"] == D0
     write_start(config_path, D0)  # as `cdc bootstrap` does
-    pipe = Pipeline(cdc, spark, table_store, db, config_path)
+    pipe = Pipeline(cdc, spark, table_store, db, config_path, log_url)
     start = position["gtid"]
 
     # D0: the collector runs; a table is created on the source and written; the collector does not know it yet.
@@ -141,6 +147,21 @@ def test_a_table_created_on_a_running_source_joins_it_and_is_repaired(
     assert cli_main(init) == 0 and f"change: new table {db}.coupon" in capsys.readouterr().out
     assert cli_main([*init, "--apply"]) == 0
     assert [t.name for t in load_source_config(config_path).databases[0].tables] == ["orders", "coupon"]
+    # Bootstrapped before the collector's restart, coupon's changes between the snapshot and the restart would be
+    # lost: refused before Spark, naming the table and the restart.
+    boot = ["cdc", "bootstrap", "--config", str(config_path), "--host", cdc.mariadb.host]
+    boot += ["--port", str(cdc.mariadb.port)]
+    monkeypatch.setenv("SHARP_LOG_DB_URL", log_url)
+    assert cli_main([*boot, "--table", f"{db}.coupon"]) == 2
+    said = capsys.readouterr().err
+    assert f"table {db}.coupon: the collector of source {source.source_id!r}" in said
+    assert f"restart `sharp-dagster cdc collect` with the YAML that lists {db}.coupon" in said
+    coupon = load_source_config(config_path).databases[0].table("coupon")
+    with pytest.raises(BootstrapError, match=rf"table {db}\.coupon: the collector"):  # the engine's own check
+        bootstrap_table(
+            spark, table_store, jl, cdc.mysql, source.databases[0], coupon, source_id=source.source_id
+        )
+    assert not jl.recent_successes(table_job_name(db, "coupon"), limit=1)
     run_sql(
         cdc.mariadb,
         db,
@@ -163,7 +184,6 @@ def test_a_table_created_on_a_running_source_joins_it_and_is_repaired(
                 "INSERT INTO coupon VALUES ('d', 20, 'during')",
             )
 
-    coupon = load_source_config(config_path).databases[0].table("coupon")
     joined = bootstrap_table(
         spark,
         table_store,
@@ -173,6 +193,7 @@ def test_a_table_created_on_a_running_source_joins_it_and_is_repaired(
         coupon,
         clock=SimulatedClock(at(D1, 9)),
         progress=writes_during_the_snapshot,
+        source_id=source.source_id,
     )
     assert joined.start == D1 and jl.get(joined.job_id).job_name == table_job_name(db, "coupon")
     assert ods_store.published_days(table_store, "coupon") == [D0]
@@ -207,9 +228,6 @@ def test_a_table_created_on_a_running_source_joins_it_and_is_repaired(
     assert tag_snapshots(table_store, "orders") == orders_tags  # the other table: untouched
 
     # Refusals, before Spark: bootstrapped already, a table the YAML lacks, a table without a primary key.
-    boot = ["cdc", "bootstrap", "--config", str(config_path), "--host", cdc.mariadb.host]
-    boot += ["--port", str(cdc.mariadb.port)]
-    monkeypatch.setenv("SHARP_LOG_DB_URL", f"sqlite:///{tmp_path / 'sharp_log.db'}")
     capsys.readouterr()
     for table, said in (
         ("coupon", f"table {db}.coupon was bootstrapped already (job cdc_bootstrap/{db}/coupon"),
@@ -238,6 +256,7 @@ def test_a_table_created_on_a_running_source_joins_it_and_is_repaired(
         coupon,
         force=True,
         clock=SimulatedClock(at(D3, 8)),
+        source_id=source.source_id,
     )
     assert repaired.start == D3
     after = tag_snapshots(table_store, "coupon")

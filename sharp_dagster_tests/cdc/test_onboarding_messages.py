@@ -80,7 +80,7 @@ def test_a_resuming_collector_does_not_say_it_has_no_saved_position(no_spark, mo
         def __init__(self, *args, **kwargs):
             pass
 
-        def load(self):
+        def load(self, follows=None):
             return SimpleNamespace(binlog_file="b.000002", binlog_pos=99, gtid_pos="0-1-50")
 
     class Collector:

@@ -90,6 +90,7 @@ from sharp_dagster.cdc.capture.collector_state import (
     CollectorState,
     FileStateStore,
     StateStore,
+    followed_tables,
     format_gtid_pos,
     parse_gtid_pos,
 )
@@ -199,7 +200,7 @@ class Collector:
     def _run(self, once: bool) -> CollectStats:
         self._stats = CollectStats()
         binlog_server.check_server(self.mysql, self.source.flavor)
-        saved = self.store.load()
+        saved = self.store.load(follows=followed_tables(self.source))
         if saved is not None and saved.source_id != self.source.source_id:
             raise CollectorError(
                 f"state belongs to source {saved.source_id!r}, the config says {self.source.source_id!r}"

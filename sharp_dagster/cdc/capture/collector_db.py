@@ -14,18 +14,25 @@ compare-and-set on that generation. A second collector started for the same sour
 one's next save matches nothing and stops it with a `CollectorError` instead of moving the position under the
 new owner's feet.
 
+Followed tables: the row also keeps which tables (`db.table`) the collector that holds it captures (`follows`, a
+JSON list): written when it takes the row at start, from the YAML it started with, and again on every save. A
+running collector reads its tables from the YAML only when it starts, so this is what it captures now;
+`cdc bootstrap --table` reads it (`collector_follows`) to refuse a table the collector does not capture yet.
+
 Upgrade: with `legacy_file`, a source that has no position in the database yet starts from the old local state
 file; the first save writes the row, after which the file is never read again.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import BigInteger, Column, DateTime, Integer, String, Table, insert, select, update
+from sqlalchemy import BigInteger, Column, DateTime, Integer, String, Table, Text, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
@@ -47,6 +54,7 @@ cdc_collector_position = Table(
     Column("saved_at", DateTime, nullable=True),
     Column("server_id", BigInteger, nullable=True),
     Column("binlog_epoch", Integer, nullable=False, server_default="0"),
+    Column("follows", Text, nullable=True),  # JSON list of `db.table` (0005_collector_follows)
 )
 T = cdc_collector_position
 
@@ -67,9 +75,13 @@ class DbStateStore:
         self.legacy_file = Path(legacy_file) if legacy_file else None
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         self.generation: int | None = None
+        self.follows: str | None = None
 
-    def load(self) -> CollectorState | None:
-        """Take the fence and return the saved position (else the legacy file's, else None)."""
+    def load(self, follows: tuple[str, ...] | None = None) -> CollectorState | None:
+        """Take the fence, record the tables this collector `follows` (when given), and return the saved
+        position (else the legacy file's, else None)."""
+        if follows is not None:
+            self.follows = json.dumps(list(follows))
         try:
             return self._load()
         except DBAPIError as exc:
@@ -97,13 +109,16 @@ class DbStateStore:
             with self.engine.begin() as conn:
                 row = conn.execute(select(T).where(T.c.source_id == self.source_id)).first()
                 if row is None:
-                    conn.execute(insert(T).values(source_id=self.source_id, generation=1, owner=self.owner))
+                    first = dict(
+                        source_id=self.source_id, generation=1, owner=self.owner, follows=self.follows
+                    )
+                    conn.execute(insert(T).values(**first))
                     self.generation = 1
                 else:
                     taken = conn.execute(
                         update(T)
                         .where(T.c.source_id == self.source_id, T.c.generation == row.generation)
-                        .values(generation=row.generation + 1, owner=self.owner)
+                        .values(generation=row.generation + 1, owner=self.owner, **self._follows())
                     )
                     if taken.rowcount != 1:
                         raise CollectorError(self._lost(f"while {self.owner} was starting"))
@@ -140,10 +155,15 @@ class DbStateStore:
                     saved_at=datetime.now(UTC).replace(tzinfo=None),
                     server_id=state.server_id,
                     binlog_epoch=state.binlog_epoch,
+                    **self._follows(),
                 )
             )
         if saved.rowcount != 1:
             raise CollectorError(self._lost("this one stops without saving"))
+
+    def _follows(self) -> dict[str, str]:
+        """The `follows` column's new value, when this collector said what it follows (else left as it is)."""
+        return {} if self.follows is None else {"follows": self.follows}
 
     def _lost(self, what: str) -> str:
         return (
@@ -168,3 +188,36 @@ def saved_position(url_or_engine: str | Engine, source_id: str) -> CollectorStat
         server_id=row.server_id,
         binlog_epoch=row.binlog_epoch,
     )
+
+
+@dataclass(frozen=True)
+class Followed:
+    """What the collector holding a source's position row (`owner`, fencing `generation`: a restart counts it up)
+    captures: `tables` (`db.table`), or None when that collector did not record them (started before 0005)."""
+
+    owner: str | None
+    generation: int
+    tables: tuple[str, ...] | None
+
+
+def collector_follows(url_or_engine: str | Engine, source_id: str) -> Followed | None:
+    """The tables the source's collector follows, read without taking the fence; None when no collector has taken
+    a position for the source yet."""
+
+    with ensure_schema(url_or_engine).connect() as conn:
+        row = conn.execute(
+            select(T.c.owner, T.c.generation, T.c.follows).where(T.c.source_id == source_id)
+        ).first()
+    if row is None:
+        return None
+    if row.follows is None:
+        return Followed(row.owner, row.generation, None)
+    try:
+        tables = json.loads(row.follows)
+        if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):
+            raise ValueError("not a list of table names")
+    except ValueError as exc:
+        raise CollectorError(
+            f"cdc_collector_position.follows of source {source_id!r}: {exc}; restart `cdc collect` to rewrite it"
+        ) from None
+    return Followed(row.owner, row.generation, tuple(tables))

@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
+from sharp_dagster.cdc.source.config import SourceConfig
+
 
 class CollectorError(RuntimeError):
     """The collector cannot go on (bad server settings, undelivered messages, unreadable state)."""
@@ -41,8 +43,16 @@ class CollectorState:
             raise CollectorError(f"{origin}: not a collector state: {exc}") from exc
 
 
+def followed_tables(source: SourceConfig) -> tuple[str, ...]:
+    """The tables a collector of `source` captures, as `db.table` (the YAML's logical names), sorted: what it
+    records with its position (`collector_db`), for `cdc bootstrap --table` to check."""
+    return tuple(sorted(f"{db.name}.{t.name}" for db in source.databases for t in db.tables))
+
+
 class StateStore(Protocol):
-    def load(self) -> CollectorState | None: ...
+    def load(self, follows: tuple[str, ...] | None = None) -> CollectorState | None:
+        """Take the position; `follows`: the tables the collector taking it captures (recorded where kept)."""
+        ...
 
     def save(self, state: CollectorState) -> None: ...
 
@@ -53,7 +63,8 @@ class FileStateStore:
     def __init__(self, path: str | Path):
         self.path = Path(path)
 
-    def load(self) -> CollectorState | None:
+    def load(self, follows: tuple[str, ...] | None = None) -> CollectorState | None:
+        """`follows` is not kept: `cdc bootstrap --table` checks it in the job-log database (`DbStateStore`)."""
         if not self.path.exists():
             return None
         return CollectorState.from_json(self.path.read_text(), origin=str(self.path))

@@ -20,7 +20,21 @@ restarted with it (the collector reads its tables from the YAML when it starts; 
 it) **before** `cdc bootstrap --table`. A change of the table the collector skipped before its restart is older
 than P and so inside the snapshot.
 
-Refused, before Spark starts: a table the YAML does not list (re-run `cdc init`), a table the server lacks or has
+That order is checked, not trusted (`check_collector_follows`): the collector records the tables it captures with
+its resume position (`cdc_collector_position.follows`, written when it takes the row at start and on each save),
+and the table's bootstrap is refused, before Spark and again right after P is read, when a collector position
+exists for the source and its tables do not include this one (or were not recorded: a collector started before
+they were). No position at all means no collector has run for the source yet: its first start reads the YAML,
+which lists the table (checked above), from the database bootstrap's position (`cdc_bootstrap/<database>`),
+which is before P, so the table is captured from before P on: allowed. The reverse order is safe too: a collector
+restarted with the table resumes from its saved position, saved before that restart; the guard reads the row
+(owner, fencing generation, tables) just before P and again just after, and refuses when it changed, so the
+collector that holds it started before P and resumes from a position saved before P: every change after P is
+captured. What the guard cannot see is a later restart with an older YAML (without the table): that loses the
+table's changes like any table taken out of the YAML.
+
+Refused, before Spark starts: a table the YAML does not list (re-run `cdc init`), a table the collector does not
+follow yet (restart `cdc collect` with the YAML that lists it), a table the server lacks or has
 without a primary key (the merge folds by key: add one), a table bootstrapped already (by its database's bootstrap
 or its own) without `force`. With `force` (a repair): the table's published days from S - 1 on are replaced (rolled
 back to the last published day before S - 1, then the new state tagged S - 1), days before stay tagged; days from
@@ -32,6 +46,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from sharp_dagster.cdc.capture.collector_db import Followed, collector_follows
+from sharp_dagster.cdc.capture.collector_state import CollectorError
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.bootstrap import (
     ATTEMPTS,
@@ -83,11 +99,34 @@ def configured_table(source: SourceConfig, qualified: str, where: str) -> tuple[
         ) from None
 
 
+def check_collector_follows(jl, source_id: str, db: DatabaseConfig, table: TableConfig) -> Followed | None:
+    """Refused when the source's collector has a position but does not capture the table (see the module doc);
+    else what it follows (None: no collector has run for the source yet)."""
+    try:
+        followed = collector_follows(jl.engine, source_id)
+    except CollectorError as exc:
+        raise BootstrapError(f"table {db.name}.{table.name}: {exc}") from None
+    qualified = f"{db.name}.{table.name}"
+    if followed is None or (followed.tables is not None and qualified in followed.tables):
+        return followed
+    what = (
+        "did not record the tables it follows (it started before collectors recorded them)"
+        if followed.tables is None
+        else f"follows {len(followed.tables)} other table(s) of the YAML it started with, not this one"
+    )
+    raise BootstrapError(
+        f"table {qualified}: the collector of source {source_id!r} (last started as {followed.owner}) {what}; a "
+        f"running collector reads its tables from the YAML only when it starts, so the table's changes after the "
+        f"snapshot's binlog position would be lost: restart `sharp-dagster cdc collect` with the YAML that lists "
+        f"{qualified}, then run `cdc bootstrap --table {qualified}` again"
+    )
+
+
 def check_table_before_spark(
-    jl, mysql: MysqlSettings, db: DatabaseConfig, table: TableConfig, force: bool
+    jl, mysql: MysqlSettings, db: DatabaseConfig, table: TableConfig, force: bool, *, source_id: str
 ) -> None:
     """What refuses a table's bootstrap without Spark: bootstrapped already (without `force`), a table the server
-    lacks, or has without a primary key."""
+    lacks, or has without a primary key, a table the source's collector does not follow yet."""
     if not force:
         done = _bootstrapped_by(jl, db.name, table.name)
         if done:
@@ -118,6 +157,8 @@ def check_table_before_spark(
             "daily merge folds changes by key: add one (ALTER TABLE ... ADD PRIMARY KEY (...)) and declare it in "
             "the YAML's primary_key, or leave the table out of the YAML"
         )
+    # Last: the collector's restart is the step before this one.
+    check_collector_follows(jl, source_id, db, table)
 
 
 def _bootstrapped_by(jl, database: str, table: str) -> str | None:
@@ -144,14 +185,23 @@ def bootstrap_table(
     max_partitions: int = MAX_PARTITIONS,
     progress: Callable[[str], None] = lambda line: None,
     clock: Clock | None = None,
+    *,
+    source_id: str,
 ) -> BootstrapResult:
-    """Snapshot `table` of `db` alone at a binlog position into its ODS starting state (see the module doc)."""
-    check_table_before_spark(jl, mysql, db, table, force)
+    """Snapshot `table` of `db` (of source `source_id`) alone at a binlog position into its ODS starting state
+    (see the module doc)."""
+    check_table_before_spark(jl, mysql, db, table, force, source_id=source_id)
     clock = clock or SourceClock(mysql.pymysql_kwargs(), mysql.describe())
     one = replace(db, tables=(table,))
     job = table_job_name(db.name, table.name)
     for _ in range(ATTEMPTS):
+        seen = check_collector_follows(jl, source_id, db, table)
         position, start = read_position_day(mysql, clock)
+        if check_collector_follows(jl, source_id, db, table) != seen:
+            raise BootstrapError(
+                f"table {db.name}.{table.name}: the collector of source {source_id!r} restarted while the snapshot's "
+                "binlog position was read (it may resume after it); run `cdc bootstrap --table` again"
+            )
         _make_room(store, db.name, table.name, snapshot_day(start), force, progress)
         try:
             options = (partition_rows, max_partitions, progress)
