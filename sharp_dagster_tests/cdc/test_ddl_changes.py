@@ -71,7 +71,13 @@ def test_rename_and_widening_follow_and_the_columns_keep_their_places():
     assert evo.renames == {"b": "a"}
     assert [c.kind for c in evo.changes] == ["rename", "retype", "retype"]
     # A re-run reads the already renamed table: the rename is applied once.
-    assert evolve_schema(evo.columns, ["ALTER TABLE t RENAME COLUMN a TO b"]).columns == evo.columns
+    again = evolve_schema(evo.columns, ["ALTER TABLE t RENAME COLUMN a TO b"])
+    assert again.columns == evo.columns
+    # ... and the day's images from before the rename still carry `a`: the merge maps them to `b` (a held day run
+    # again read `status` from the renamed table and lost what `order_status` got before the rename).
+    assert again.renames == {"b": "a"}
+    # A rename of a column the table has under neither name is no rename to follow.
+    assert evolve_schema(COLUMNS, ["ALTER TABLE t RENAME COLUMN x TO y"]).renames == {}
 
 
 def test_decimal_precision_up_at_the_same_scale_follows_a_scale_change_narrowing_or_other_type_fails():

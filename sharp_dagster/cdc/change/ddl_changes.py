@@ -245,9 +245,15 @@ def _rename(evo: Evolution, change: SchemaChange, strict: bool) -> None:
     old, new = change.column, change.new_name
     at = _index(evo, old)
     if at is None:
-        if change.new_type and _index(evo, new) is not None:
+        if _index(evo, new) is None:
+            return  # a column the table does not have
+        # Applied already: a re-run (a held day run again, a retry) reads the renamed table; the day's images
+        # from before the rename still carry the old name, so the merge must still map it to the new one.
+        if strict:
+            evo.renames[new] = evo.renames.pop(old, old)
+        if change.new_type:
             _retype(evo, new, change.new_type, change, strict)
-        return  # applied already (a re-run reads the renamed table), or a column the table does not have
+        return
     typ = evo.columns[at][1]
     if strict:
         evo.columns[at] = (new, typ)
