@@ -235,12 +235,20 @@ def tagged_snapshots(store: IcebergBase, ref: TableRef) -> dict[str, Any]:
     return {name: table.snapshot(snapshot) for name, snapshot in RefChanges(table).tags().items()}
 
 
-def empty_snapshot(store: IcebergBase, ref: TableRef) -> int:
-    """Commit an empty snapshot to `main` of `ref` (a new table has none: a tag needs one to point at); returns
-    it."""
-    store.java_table(ref).newFastAppend().commit()
+def empty_snapshot(
+    store: IcebergBase, ref: TableRef, branch: str = MAIN, properties: dict[str, str] | None = None
+) -> int:
+    """Commit an empty snapshot to `branch` of `ref`, carrying `properties` in its summary (a new table has none: a
+    tag needs one to point at; a day that changed the schema and wrote no row: its tag must read with the day's
+    schema, which a snapshot takes when it is committed); returns it."""
+    append = store.java_table(ref).newFastAppend()
+    if branch != MAIN:
+        append = append.toBranch(branch)
+    for key, value in (properties or {}).items():
+        append = append.set(key, value)
+    append.commit()
     store.refresh(ref)
-    return int(ref_snapshot(store, ref, MAIN))  # type: ignore[arg-type]
+    return int(ref_snapshot(store, ref, branch))  # type: ignore[arg-type]
 
 
 def main_ancestors(store: IcebergBase, ref: TableRef) -> list[Any]:

@@ -270,8 +270,23 @@ def merge_into(
             merged.small,
             (merged.held, merged.live),
         )
+    _schema_snapshot(store, table, branch, properties)
     heads = tuple(ods_store.ref_snapshot(store, ref, branch) for ref in ods_store.both(table))
     return StagedDay(day, heads, merged.count)
+
+
+def _schema_snapshot(
+    store: IcebergTables, table: str, branch: str, properties: Mapping[str, str] | None
+) -> None:
+    """When the day wrote no row and the branch's head was written with an older schema than the table's (the
+    day's DDL renamed, dropped, retyped or added a column; a re-run finds it applied already), an empty snapshot
+    on the branch: a snapshot takes the schema current when it is committed, so the day's tag reads with the day's
+    columns and the next day's schema check compares with them, not with the day before's."""
+    ref = ods_ref(table)
+    head = ods_store.ref_snapshot(store, ref, branch)
+    java = store.java_table(ref)
+    if head is not None and java.snapshot(head).schemaId() != java.schema().schemaId():
+        refs.empty_snapshot(store, ref, branch, dict(properties or {}))
 
 
 # A table property per column a day's ALTER added: the day it was added (`sharp.column-since.<column>`).
