@@ -91,6 +91,7 @@ class Warehouse:
         self.sql_dir = sql_dir
         self.kafka = kafka
         self.instance = DagsterInstance.ephemeral()
+        self.last_result = None  # the last run's result (its check evaluations, events)
 
     def load(self, defs: dict[str, Any]) -> None:
         """Use the code location `defs` (`build_defs`): loaded once the bootstrap has set the source's start."""
@@ -132,6 +133,7 @@ class Warehouse:
                 run_config=QUIET,
                 **kwargs,
             )
+        self.last_result = result
         return None if result.success else failure_text(result)
 
     def land(self, hours: str | tuple[str, str]) -> str | None:
