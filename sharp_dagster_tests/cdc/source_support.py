@@ -46,3 +46,20 @@ def run_sql(mariadb, db: str, when: dt.datetime, *statements: str) -> None:
                 cur.execute(sql)
     finally:
         conn.close()
+
+
+class ClockedSource:
+    """A scenario's database on the session's MariaDB: statements run in UTC with the source's clock set to `when`
+    (`SET timestamp`), so the binlog carries the simulated time."""
+
+    def __init__(self, mariadb, database: str, now: dt.datetime):
+        self.conn = mariadb.connect(database)
+        self.now = now
+        with self.conn.cursor() as cur:
+            cur.execute("SET time_zone = '+00:00'")
+
+    def run(self, when: dt.datetime, sql: str) -> None:
+        with self.conn.cursor() as cur:
+            cur.execute("SET timestamp = %s", (int(when.timestamp()),))
+            cur.execute(sql)
+        self.now = when

@@ -29,7 +29,7 @@ from sharp_dagster.logdriven import job_log
 from sharp_dagster.settings import WAREHOUSE_SQL_DIR
 from sharp_dagster_tests.cdc.conftest import CdcEnv
 from sharp_dagster_tests.cdc.oracle_pipeline import Warehouse, build_defs, collect
-from sharp_dagster_tests.cdc.source_support import sort_rows, text
+from sharp_dagster_tests.cdc.source_support import ClockedSource, sort_rows, text
 from sharp_dagster_tests.lineage.util import run_direct
 
 pytestmark = pytest.mark.slow
@@ -107,18 +107,9 @@ def create_tables(cdc: CdcEnv, database: str, config: dict) -> None:
     cdc.sql(database, *statements)
 
 
-class Source:
+class Source(ClockedSource):
     def __init__(self, mariadb, database: str):
-        self.conn = mariadb.connect(database)
-        self.now = at(SNAPSHOT, 12)
-        with self.conn.cursor() as cur:
-            cur.execute("SET time_zone = '+00:00'")
-
-    def run(self, when: dt.datetime, sql: str) -> None:
-        with self.conn.cursor() as cur:
-            cur.execute("SET timestamp = %s", (int(when.timestamp()),))
-            cur.execute(sql)
-        self.now = when
+        super().__init__(mariadb, database, at(SNAPSHOT, 12))
 
     def orders(self) -> tuple[list[str], list[tuple]]:
         with self.conn.cursor() as cur:

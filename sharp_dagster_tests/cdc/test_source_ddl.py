@@ -25,7 +25,7 @@ from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.source.config import MysqlSettings, source_config_from_dict, write_start
 from sharp_dagster_tests.cdc.conftest import CdcEnv
 from sharp_dagster_tests.cdc.oracle_pipeline import Warehouse, build_defs, collect
-from sharp_dagster_tests.cdc.source_support import sort_rows, text
+from sharp_dagster_tests.cdc.source_support import ClockedSource, sort_rows, text
 
 pytestmark = pytest.mark.slow
 
@@ -110,20 +110,11 @@ def ms(when: dt.datetime) -> int:
     return int(when.timestamp() * 1000)
 
 
-class Source:
+class Source(ClockedSource):
     """The scenario's database: statements run with the source's clock set, tables read as text."""
 
     def __init__(self, mariadb, database: str):
-        self.conn = mariadb.connect(database)
-        self.now = at(SNAPSHOT, 12)
-        with self.conn.cursor() as cur:
-            cur.execute("SET time_zone = '+00:00'")
-
-    def run(self, when: dt.datetime, sql: str) -> None:
-        with self.conn.cursor() as cur:
-            cur.execute("SET timestamp = %s", (int(when.timestamp()),))
-            cur.execute(sql)
-        self.now = when
+        super().__init__(mariadb, database, at(SNAPSHOT, 12))
 
     def read_all(self) -> dict[str, tuple[list[str], list[tuple]]]:
         out = {}
