@@ -159,7 +159,7 @@ def test_the_policy_is_read_from_the_yaml_default_safe_and_bad_values_named():
         source_config_from_dict(source({"rename": "follow"}), origin="x.yaml")
 
 
-def test_the_days_schema_changes_are_listed_for_the_ods_schema_check():
+def test_the_days_schema_changes_are_listed_in_order_with_their_statements():
     statements = [
         "ALTER TABLE orders CHANGE amount total DECIMAL(14,2)",
         "ALTER TABLE orders DROP COLUMN note",
