@@ -12,7 +12,6 @@ from sharp_dagster.cdc.change.ddl_changes import (
     evolve_schema,
     interpret,
     is_drop_table,
-    schema_changes,
 )
 from sharp_dagster.cdc.source.config import source_config_from_dict
 from sharp_dagster.cdc.source.config_fields import ConfigError, DdlPolicy
@@ -164,7 +163,8 @@ def test_the_days_schema_changes_are_listed_in_order_with_their_statements():
         "ALTER TABLE orders CHANGE amount total DECIMAL(14,2)",
         "ALTER TABLE orders DROP COLUMN note",
     ]
-    assert schema_changes("shop.orders", statements) == [
+    columns = [("id", "bigint"), ("amount", "decimal(12,2)"), ("note", "string")]
+    assert evolve_schema(columns, statements, table="shop.orders").changes == [
         SchemaChange("rename", "shop.orders", "amount", "total", "decimal(14,2)", statements[0]),
         SchemaChange("drop_column", "shop.orders", "note", None, None, statements[1]),
     ]

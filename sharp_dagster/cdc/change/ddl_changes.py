@@ -8,8 +8,7 @@ statement and the table). `evolve_schema` applies a day's statements to a table'
 type changes only as Iceberg can follow them (int->bigint, float->double, decimal precision up at the same scale;
 any string type to a longer one is string to string), else refused; a dropped column kept (null from then on)
 or dropped (`DdlPolicy.drop_column`); a table dropped and created again followed (its rows leave at the DROP: the
-day's truncate) or refused (`DdlPolicy.recreate_table`). `schema_changes` lists a day's changes of a table (for
-checks that name the statement behind a schema difference).
+day's truncate) or refused (`DdlPolicy.recreate_table`).
 
 >>> [(c.kind, c.column, c.new_name) for c in interpret("ALTER TABLE t RENAME COLUMN a TO b", "t")]
 [('rename', 'a', 'b')]
@@ -171,11 +170,6 @@ def is_drop_table(statement: str) -> bool:
     """
     first, second = (_HEAD.match(statement or "") or re.match("()()", "")).groups()
     return f"{first or ''} {second or ''}".upper() in ("DROP TABLE", "DROP TEMPORARY")
-
-
-def schema_changes(table: str, statements: Iterable[str]) -> list[SchemaChange]:
-    """Every change the day's `statements` make to `table`, in order (a refusal raises `UnfollowableDdl`)."""
-    return [change for statement in statements for change in interpret(statement, table)]
 
 
 def evolve_schema(
