@@ -7,6 +7,7 @@ import dataclasses
 import json
 
 import pytest
+from pymysqlreplication.row_event import TableMapEvent
 
 from sharp_dagster.cdc.capture import collector as collector_module
 from sharp_dagster.cdc.capture.collector_state import CollectorError, CollectorState, FileStateStore
@@ -327,3 +328,35 @@ def test_without_a_source_clock_the_heartbeat_stays_at_the_last_commit(cdc):
 )
 def test_caught_up_time_on_a_replica_subtracts_its_lag(status, expected):
     assert caught_up_ms(1_000_000, status) == expected
+
+
+def test_a_table_map_is_parsed_once_per_table_id_and_again_after_ddl(cdc, monkeypatch):
+    """Binlog table maps repeat before every statement; the collector parses a table id's map once (the
+    library's table-map cache) and a DDL's new table id again, so a changed table is read with its new columns."""
+    parsed: list[str] = []
+    full_parse = TableMapEvent._get_optional_meta_data  # reached only when a table map is parsed whole
+
+    def counting(self):
+        parsed.append(self.table)
+        return full_parse(self)
+
+    monkeypatch.setattr(TableMapEvent, "_get_optional_meta_data", counting)
+    db = cdc.new_database()
+    inserts = [f"INSERT INTO user_info_{1 + i % 2} VALUES ({i}, 'n{i}', {i}.50)" for i in range(20)]
+    cdc.sql(
+        db,
+        f"CREATE TABLE user_info_1 {TABLE_DDL}",
+        f"CREATE TABLE user_info_2 {TABLE_DDL}",
+        *inserts,
+        "ALTER TABLE user_info_1 ADD COLUMN email VARCHAR(64)",
+        "INSERT INTO user_info_1 VALUES (100, 'dan', 4.00, 'd@x.org')",
+        "INSERT INTO user_info_2 VALUES (101, 'eve', 5.00)",
+    )
+    stats = cdc.collector(cdc.config(db)).run(once=True)
+
+    assert stats.row_changes == 22
+    assert sorted(parsed) == ["user_info_1", "user_info_1", "user_info_2"]
+    rows = [m for m in cdc.changes(f"binlog.{db}") if m["type"] == "INSERT"]
+    assert [m["data"][0]["id"] for m in rows] == [str(i) for i in range(20)] + ["100", "101"]
+    assert rows[-2]["data"][0] == {"id": "100", "name": "dan", "score": "4.00", "email": "d@x.org"}
+    assert rows[-1]["data"][0] == {"id": "101", "name": "eve", "score": "5.00"}

@@ -30,6 +30,9 @@ Delivery is at least once, never lossy:
 Flushing after every transaction would be slow, so the collector flushes and saves every `flush_max_messages`
 messages or `flush_interval_s` seconds, at the next commit, and when it stops.
 
+Table maps (sent before every statement) are parsed once per table id (`freeze_schema`; an id names one table
+definition of one server run, a DDL gets a new one); ids are forgotten at every binlog file and reconnect.
+
 Heartbeats: after a flush, at most every `heartbeat_interval_s`, and whenever the collector has caught up with the
 end of the binlog (end of binlog with `once`, or a heartbeat event from the server when idle), it sends to every
 partition of every topic a HEARTBEAT with `es` = the commit time up to which everything has been sent: the
@@ -253,6 +256,7 @@ class Collector:
         return self._stats
 
     def _open_stream(self, saved: CollectorState | None, once: bool) -> BinLogStreamReader:
+        beat = min(self.server_heartbeat_s, ONCE_HEARTBEAT_S) if once else self.server_heartbeat_s
         kwargs: dict[str, Any] = dict(
             connection_settings=self.mysql.replication_settings(),
             server_id=self.source.replica_server_id,
@@ -261,10 +265,9 @@ class Collector:
             # Always blocking: a non-blocking dump makes MariaDB 10.11 reset the connection at the end of the
             # binlog, discarding what the client had not read yet; `once` stops at the end position instead.
             blocking=True,
-            slave_heartbeat=min(self.server_heartbeat_s, ONCE_HEARTBEAT_S)
-            if once
-            else self.server_heartbeat_s,
+            slave_heartbeat=beat,
             resume_stream=True,
+            freeze_schema=True,  # the library's table-map cache (module docstring, `_handle`)
             enable_logging=False,
             pymysql_wrapper=self._connect,
         )
@@ -311,6 +314,7 @@ class Collector:
             stream.log_file, stream.log_pos = last.binlog_file, last.binlog_pos
         self._group = _Group()
         self._txn.clear()  # the partial transaction is read again, whole, from the last commit
+        stream.table_map = {}  # its table maps too, perhaps from another server (a failover)
         self._stats.reconnects += 1
         log.warning(
             "binlog stream of %s lost; reconnecting at %s",
@@ -331,6 +335,8 @@ class Collector:
             self._group = _Group(gtid=event.gtid, domain=None, in_txn=False)
         elif isinstance(event, QueryEvent):
             self._on_query(event, stream)
+        elif isinstance(event, RotateEvent):
+            stream.table_map = {}
         elif isinstance(event, HeartbeatLogEvent):
             # The server sends these only when it has nothing else to send: caught up.
             if not self._group.in_txn:
