@@ -92,6 +92,8 @@ ods_assets = [
     build_ods_source_asset(_db, _ts, RULES, GRAINS, LAYOUT.log_assets)
     for _db, _ts in sorted(_ods_by_db.items())
 ]
+# The log-driven sensor launches a database's pending ODS tables of one day as one run of its multi-asset.
+TOGETHER = {t.asset_key_str: source_job_name(_db) for _db, _ts in _ods_by_db.items() for t in _ts}
 ods_source_jobs = [
     define_asset_job(
         source_job_name(_db),
@@ -173,11 +175,14 @@ defs = Definitions(
     jobs=[warehouse_job, landing_job, upkeep_job, *source_jobs, *ods_source_jobs],
     schedules=[upkeep_schedule],
     sensors=[
-        build_log_driven_sensor({k: a for k, a in LOG_ASSETS.items() if k not in _own_keys}),
+        build_log_driven_sensor(
+            {k: a for k, a in LOG_ASSETS.items() if k not in _own_keys}, together=TOGETHER
+        ),
         *[
             build_log_driven_sensor(
                 {k.to_user_string(): LOG_ASSETS[k.to_user_string()] for k in _own_ods[sid]},
                 name=f"log_driven_sensor_{re.sub(r'[^A-Za-z0-9_]', '_', sid)}",
+                together=TOGETHER,
             )
             for sid in sorted(_own_start)
         ],

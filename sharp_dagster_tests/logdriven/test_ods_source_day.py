@@ -71,3 +71,47 @@ def test_a_strong_rule_failing_in_one_table_publishes_the_others_of_the_source_d
         if e.event_type_value == "ASSET_CHECK_EVALUATION" and not e.event_specific_data.passed
     ]
     assert failed_checks == ["status_known"], failed_checks
+
+
+def request(name, day, attempt):
+    from dagster import RunRequest
+
+    from sharp_dagster.sensors.log_driven import ASSET_TAG
+
+    return RunRequest(
+        run_key=f"{name}:{day}:attempt-{attempt}",
+        partition_key=day,
+        asset_selection=[AssetKey(name.split("/"))],
+        tags={ASSET_TAG: name},
+    )
+
+
+def test_the_sensor_launches_a_databases_tables_pending_on_one_day_as_one_run():
+    """The heads of one database's ODS tables on the same day go as one request; another day, another asset and
+    another set of tables (same count, same attempts) are other runs, never one run key twice."""
+    from sharp_dagster.sensors.log_driven import run_together
+
+    together = {f"ods/{t}": "ods_db" for t in "abcd"}
+    day2 = "2024-01-02"
+    out = run_together(
+        [
+            request("ods/a", DAY, 1),
+            request("ods/b", DAY, 2),
+            request("ods/c", day2, 1),
+            request("dwd/x", DAY, 1),
+        ],
+        together,
+    )
+    by = {tuple(k.to_user_string() for k in r.asset_selection): r for r in out}
+    assert set(by) == {("ods/a", "ods/b"), ("ods/c",), ("dwd/x",)}, sorted(by)
+    assert by[("ods/a", "ods/b")].partition_key == DAY
+    assert by[("ods/a", "ods/b")].run_key.startswith(f"ods_db:{DAY}:2 assets:")
+    assert (
+        by[("ods/c",)].run_key == f"ods/c:{day2}:attempt-1"
+        and by[("dwd/x",)].run_key == f"dwd/x:{DAY}:attempt-1"
+    )
+    keys = {
+        run_together([request(f"ods/{x}", DAY, 1), request(f"ods/{y}", DAY, n)], together)[0].run_key
+        for x, y, n in [("a", "b", 1), ("c", "d", 1), ("a", "b", 2)]
+    }
+    assert len(keys) == 3, "other tables or another attempt: another run key"
