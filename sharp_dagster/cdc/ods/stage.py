@@ -24,6 +24,7 @@ from sharp_dagster.cdc.merge.fold import DayEvents
 from sharp_dagster.cdc.ods import merge as ods_merge
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.merge import StagedDay
+from sharp_dagster.cdc.ods.premerge import stage_premerged
 from sharp_dagster.cdc.ods.read import live_rows
 from sharp_dagster.cdc.ods.versions import days_after, ods_ref
 from sharp_dagster.spark.iceberg import IcebergTables
@@ -144,7 +145,23 @@ def stage(
     drops the branch."""
     own, later = list(days[0]), list(days[1])
     try:
-        staged, expected_main = ods_merge.stage_days(
+        # A new day pre-merged as its hours landed (`premerge.py`) merges only its last hours; else the whole day.
+        premerged = (
+            stage_premerged(
+                store,
+                table,
+                own[0],
+                branch,
+                changes_of(own[0])[0],
+                key_columns,
+                shard_column,
+                (properties or {}).get(own[0]),
+                published,
+            )
+            if len(own) == 1 and not later
+            else None
+        )
+        staged, expected_main = premerged or ods_merge.stage_days(
             store, table, branch, [*own, *later], changes_of, key_columns, shard_column, properties, published
         )
         now = later_days(store, table, own[-1])  # the fence against a day published since `later` was read
