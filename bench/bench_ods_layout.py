@@ -17,11 +17,14 @@ Timed (alternately, R times, best and median kept; `bench_merge.Clock`):
 Then: the scaling (the same C changes at other state sizes: copy and `MERGE INTO`); a DWD-like read (a filtered
 aggregate over every column a DWD build reads) of the day as a `dt` partition vs as a tag with the day's deletion
 vectors vs the same tag after compaction (`cdc/ods/upkeep.py` moves the newest tag to the compacted snapshot);
-and the storage after D published days (each day C/N of the rows replaced: deletes + new rows, tagged), before
-and after the upkeep with a retention, as a multiple of one copy of the state.
+the storage after D published days (each day C/N of the rows replaced: deletes + new rows, tagged), before
+and after the upkeep with a retention, as a multiple of one copy of the state; and (`--parts latency`, issue 44,
+`ods_latency.py`) the latency from the day's last done marker to its tag, the whole day merged then vs the day
+pre-merged as its hours landed.
 
     .venv/bin/python bench/bench_ods_layout.py [--quick] [--rows N] [--changes C] [--scaling 1000000,20000000]
                                                [--days 30] [--retention 7] [--repeat R] [--full-images]
+                                               [--parts day,reads,storage,scaling,latency]
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ sys.path.insert(0, str(BENCH.parent))
 sys.path.insert(0, str(BENCH))
 
 import bench_merge as bm  # noqa: E402
+import ods_latency  # noqa: E402
 
 from sharp_dagster.cdc.ods.upkeep import compact, refs, storage, upkeep_table  # noqa: E402
 from sharp_dagster.cdc.ods.versions import ODS_TABLE_PROPERTIES, day_tag, is_day_tag  # noqa: E402
@@ -470,7 +474,7 @@ def measure(store, work: Path, args, started: float) -> dict:
         "ours_available": ours_merge() is not None,
         "data_generator": use_spark_generator(store.spark, args.full_images),
     }
-    needs_main = {"day", "reads", "storage"} & set(args.parts) or args.rows in args.scaling
+    needs_main = {"day", "reads", "storage", "latency"} & set(args.parts) or args.rows in args.scaling
     ds = bm.Dataset(store, work, args.rows, args.changes) if needs_main else None
     v3 = current_v3(ds) if needs_main else None
     if needs_main and ("day" in args.parts or "scaling" in args.parts):
@@ -478,6 +482,10 @@ def measure(store, work: Path, args, started: float) -> dict:
         _progress(result)
     if "reads" in args.parts:
         result["reads"] = reads(ds, v3, clock, args.repeat)
+        _progress(result)
+    if "latency" in args.parts:
+        every = 8 if args.quick else 1  # a smoke run pre-merges 8 hours a call
+        result["latency"] = ods_latency.latency(ds, clock, args.repeat, every=every)
         _progress(result)
     if "storage" in args.parts:
         result["storage"] = storage_after_days(
@@ -513,7 +521,7 @@ def _progress(result: dict) -> None:
     print(json.dumps(result, default=str), file=sys.stderr, flush=True)
 
 
-PARTS = ("day", "reads", "storage", "scaling")
+PARTS = ("day", "reads", "storage", "scaling", "latency")
 
 # (flag, type, help): every size has a full and a --quick default (parse_args).
 OPTIONS = [

@@ -30,6 +30,9 @@ def test_the_quick_run_measures_every_part(spark, tmp_path):
     storage = result["storage"]
     assert storage["all_tags_kept"]["copies"] > 1 and storage["after_upkeep_retention_2"]["kept_tags"] == 2
     assert [p["state_rows"] for p in result["scaling"]] == [1000, 2000]
+    latency = result["latency"]  # the day's end after hours 00..22 pre-merged, beside the whole day's
+    assert latency["same_rows"]["equal"] and latency["same_rows"]["live_rows"] > 0
+    assert latency["hourly_premerges"]["calls"] == 3 and latency["premerged"]["best_s"] > 0
 
 
 def test_the_spark_generator_makes_full_or_partial_update_images(spark, tmp_path):
