@@ -50,6 +50,7 @@ from sharp_dagster.cdc.merge.change_source import range_changes
 from sharp_dagster.cdc.ods import stage as ods_stage
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.columns import state_columns
+from sharp_dagster.cdc.ods.premerge import premerge_landed
 from sharp_dagster.cdc.ods.stage import StagedOds, StagedOdsDay, day_properties
 from sharp_dagster.cdc.ods.versions import days_after, ods_ref, previous_day, start_of
 from sharp_dagster.joblog.incremental import format_offsets, plan_kafka
@@ -132,6 +133,7 @@ class BinlogLanding:
             result, marked = self._land(jl, handle, window, context.resources, store)
         if result.quarantined:
             alert_quarantine(jl, handle, context.run_id, result)
+        premerged = self._premerge(store, marked)
         return MaterializeResult(
             metadata={
                 "messages_read": result.read,
@@ -141,10 +143,28 @@ class BinlogLanding:
                 "quarantine_reasons": MetadataValue.json(result.quarantine_reasons),
                 "end_offsets": MetadataValue.json({str(k): v for k, v in result.end_offsets.items()}),
                 "hours_marked_done": len(marked),
+                "ods_days_premerged": premerged,
                 "dagster/row_count": result.landed,
                 "data_range": f"{window.range_start} .. {format_offsets(window.end_offsets())}",
             }
         )
+
+    def _premerge(self, store: IcebergTables, marked: list[tuple[str, str]]) -> int:
+        """The days of the hours just marked done merged so far onto each ODS table's pre-merge branch
+        (`cdc/ods/premerge.py`), so that a day's merge after its last hour merges only what is left. A failure is
+        logged and never fails the landing: that day's merge then merges the whole day. Returns the days merged."""
+        days = sorted({day for day, _ in marked})
+        tables = [t for db in self.source.databases if db.name == self.database for t in db.tables]
+        merged = 0
+        for table in (OdsTable(self.database, t, self.source) for t in tables):
+            for day in days:
+                try:
+                    hours = hours_done(store.warehouse_dir, self.database, day, spark=store.spark)
+                    keys, shard = table.key_columns(), table.shard_column
+                    merged += bool(premerge_landed(store, self.database, table.name, day, hours, keys, shard))
+                except Exception:  # the day's own merge does the whole day instead
+                    log.exception("could not pre-merge ods.%s %s", table.name, day)
+        return merged
 
     def _land(self, jl, handle, window, resources, store):
         """The landing's steps (`land`, `quarantine`, `done_markers`) under the claim; (result, hours marked)."""

@@ -10,11 +10,19 @@ import random
 
 from pyspark.sql import functions as F
 
+from sharp_dagster.cdc.landing.image_tables import write_typed_images
 from sharp_dagster.cdc.merge.fold import merge_day
 from sharp_dagster.cdc.ods import merge as ods_merge
 from sharp_dagster.cdc.ods import stage as ods_stage
 from sharp_dagster.cdc.ods import store as ods_store
-from sharp_dagster.cdc.ods.premerge import RECORD, premerge_branch, premerge_hours, read_record
+from sharp_dagster.cdc.ods.premerge import (
+    DAY_HOURS,
+    RECORD,
+    premerge_branch,
+    premerge_hours,
+    premerge_landed,
+    read_record,
+)
 from sharp_dagster.cdc.ods.versions import day_tag, ods_ref
 from sharp_dagster_tests.cdc.merge_reference import DELETED, SEQ, changes_frame, collect_state, state_frame
 from sharp_dagster_tests.cdc.merge_scenarios import COLUMNS, KEY, scenario
@@ -155,3 +163,24 @@ def test_a_relanded_hour_an_older_event_or_a_truncate_merge_the_day_whole(spark,
     assert _stage_and_publish(store, "pm_trunc", f"stage_{DAY}_1", changes) == []
     want = merge_day(base, changes, KEY, shard_column=SHARD)
     assert _stored(store, "pm_trunc") == _comparable(collect_state(want))
+
+
+def test_the_landing_premerges_its_incomplete_days_from_the_typed_images(spark, table_store):
+    """`premerge_landed`, what the landing asset calls after its done markers: the hours with a marker merged from
+    the landing's typed images; a complete day is left to its own merge."""
+    store = table_store
+    base_rows, events = _day(940)
+    hours = _hours(events, 4)
+    raw = _frame(spark, hours[:3]).withColumn("table_name", F.lit("orders")).withColumn("dt", F.lit(DAY))
+    write_typed_images(store, "shop", raw, ["orders"], known={"orders": COLUMNS})
+    base = state_frame(spark, base_rows, COLUMNS).localCheckpoint()
+    ods_merge.write_state(store, "orders", BOOT, base, KEY, SHARD)
+
+    done = premerge_landed(store, "shop", "orders", DAY, ["00", "01"], KEY, SHARD)
+    assert done.merged == ("00", "01") and done.fallback is None
+    assert premerge_landed(store, "shop", "orders", DAY, ["00", "01", "02"], KEY, SHARD).merged == ("02",)
+    assert (
+        premerge_landed(store, "shop", "orders", DAY, DAY_HOURS, KEY, SHARD) is None
+    )  # the day's merge's turn
+    assert [h for h, _ in read_record(store, "orders", DAY).hours] == ["00", "01", "02"]
+    assert premerge_landed(store, "shop", "nothing_landed", DAY, ["00"], KEY, SHARD) is None

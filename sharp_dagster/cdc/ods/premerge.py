@@ -29,11 +29,13 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from sharp_dagster.cdc.landing.image_tables import read_typed_images
 from sharp_dagster.cdc.merge.fold import day_events
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.merge import StagedDay, merge_into, predecessor
 from sharp_dagster.cdc.ods.versions import day_tag, ods_ref
 from sharp_dagster.spark import refs
+from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.iceberg import IcebergTables
 
 RECORD = "sharp.premerge"  # the summary property of the pre-merge branch's head: `Record` as JSON
@@ -254,6 +256,26 @@ def premerge_hours(
     after = Record(base, taken, last, None, record.changed + written)
     _commit_record(store, table, branch, after)
     return Premerged(tuple(h.hour for h in new), tuple(h for h, _ in taken), None, restarted)
+
+
+def premerge_landed(
+    store: IcebergTables,
+    database: str,
+    table: str,
+    day: str,
+    done: Sequence[str],
+    key_columns: Sequence[str],
+    shard_column: str | None = None,
+) -> Premerged | None:
+    """After the landing marked hours of `day` done (`done`: every hour of the day with a marker): the hours not
+    merged yet onto `ods.<table>`'s pre-merge branch, from the landing's typed images (`premerge_hours`). None when
+    there is nothing to pre-merge onto or from (no ODS table yet, no images of the table)."""
+    if len(done) == 24 or not ods_store.exists(store, table):
+        return None  # a complete day: its own merge runs now
+    changes = read_typed_images(store, database, table, day)
+    if changes is None:
+        return None
+    return premerge_hours(store, table, day, checkpoint(changes), done, key_columns, shard_column)
 
 
 def stage_premerged(
