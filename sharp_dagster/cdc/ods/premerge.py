@@ -145,10 +145,13 @@ def hours_of(changes: DataFrame) -> dict[str, Hour]:
 
 def read_record(store: IcebergTables, table: str, day: str) -> Record | None:
     """The record on the head of `day`'s pre-merge branch of `ods.<table>`, None when there is no such branch."""
-    head = ods_store.ref_snapshot(store, ods_ref(table), premerge_branch(day))
-    if head is None:
+    return _record_at(store, table, ods_store.ref_snapshot(store, ods_ref(table), premerge_branch(day)))
+
+
+def _record_at(store: IcebergTables, table: str, snapshot: int | None) -> Record | None:
+    if snapshot is None:
         return None
-    text = store.java_table(ods_ref(table)).snapshot(head).summary().get(RECORD)
+    text = store.java_table(ods_ref(table)).snapshot(snapshot).summary().get(RECORD)
     return Record.loads(str(text)) if text is not None else None
 
 
@@ -294,10 +297,13 @@ def stage_premerged(
     absorbed are merged onto it (one `merge_into`), and the pre-merge branch is dropped; returns what
     `merge.stage_days` returns. None (and the pre-merge branch dropped) when it does not fit: the caller merges
     the day whole."""
-    record = read_record(store, table, day)
+    pre = premerge_branch(day)
+    # The heads first, the record from the `ods` head read: an hour pre-merged meanwhile is merged again (the
+    # merge is idempotent by position), never left out.
+    heads = [ods_store.ref_snapshot(store, ref, pre) for ref in ods_store.both(table)]
+    record = _record_at(store, table, heads[0])
     if record is None:
         return None
-    pre = premerge_branch(day)
     hours = hours_of(changes)
     base = _base(store, table, day, published)
     still = _absorbed_still(record, base, hours)
@@ -307,7 +313,6 @@ def stage_premerged(
     if not fits:
         ods_store.drop_branch(store, table, pre)
         return None
-    heads = [ods_store.ref_snapshot(store, ref, pre) for ref in ods_store.both(table)]
     expected_main = ods_store.ref_snapshot(store, ods_ref(table), "main")
     for ref, head in zip(ods_store.both(table), heads, strict=True):
         refs.cut_branch(store, ref, branch, at_snapshot=head)
