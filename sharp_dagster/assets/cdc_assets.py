@@ -150,11 +150,13 @@ class BinlogLanding:
         )
 
     def _premerge(self, store: IcebergTables, marked: list[tuple[str, str]]) -> int:
-        """The days of the hours just marked done merged so far onto each ODS table's pre-merge branch
-        (`cdc/ods/premerge.py`), so that a day's merge after its last hour merges only what is left. A failure is
+        """The days of the hours just marked done merged so far onto the pre-merge branch of each ODS table the
+        source YAML marks `premerge: true` (`cdc/ods/premerge.py`), so that a day's merge after its last hour merges only what is left. A failure is
         logged and never fails the landing: that day's merge then merges the whole day. Returns the days merged."""
         days = sorted({day for day, _ in marked})
-        tables = [t for db in self.source.databases if db.name == self.database for t in db.tables]
+        tables = [
+            t for db in self.source.databases if db.name == self.database for t in db.tables if t.premerge
+        ]
         merged = 0
         for table in (OdsTable(self.database, t, self.source) for t in tables):
             for day in days:

@@ -55,6 +55,18 @@ def test_columns_and_shards_are_declared(tmp_path):
     assert padded[-1] == "user_info_1023"
 
 
+def test_a_table_is_premerged_only_when_its_entry_says_so(tmp_path):
+    _, cfg = load(
+        tmp_path, SAMPLE.replace("      - name: product\n", "      - name: product\n        premerge: true\n")
+    )
+    assert [t.premerge for t in cfg.database("shop").tables] == [False, True]
+    with pytest.raises(ConfigError, match=r"databases\[0\]\.tables\[1\]\.premerge"):
+        load(
+            tmp_path,
+            SAMPLE.replace("      - name: product\n", "      - name: product\n        premerge: often\n"),
+        )
+
+
 def test_columns_and_shards_stay_optional_for_the_engine(tmp_path):
     text = "source_id: s\ndatabases:\n  - name: db\n    tables:\n      - {name: t, shard_regex: 't_(\\d+)', primary_key: [id]}\n"
     _, cfg = load(tmp_path, text)
