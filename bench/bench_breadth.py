@@ -1,7 +1,8 @@
 """Breadth: a source of many tables and one logical table of many shards, on the tests' own real MariaDB and Kafka.
 
     .venv/bin/python bench/bench_breadth.py            # 200 tables over 4 databases, orders_0000..orders_1023
-    .venv/bin/python bench/bench_breadth.py --quick    # 30 tables over 2 databases, 64 shards (CI: a minute)
+    .venv/bin/python bench/bench_breadth.py --quick    # 30 tables over 2 databases, 64 shards, 2 days
+    .venv/bin/python bench/bench_breadth.py --days 0   # the first half only (no Spark)
 
 What it measures, each part on the same private servers (loopback, stopped by their own pid):
 - `cdc init` as the README runs it (the CLI, its own process): wall time, the YAML's size and lines, the logical
@@ -11,7 +12,10 @@ What it measures, each part on the same private servers (loopback, stopped by th
   event arrived (the count the collector sent equals the statements run);
 - the code location's load time with the init's YAML as its warehouse (`dagster dev` loads it the same way), its
   asset count, asset groups and jobs, and one evaluation of the source's log-driven sensor with 200+ assets.
-Not measured here (see bench/RESULTS.md): the landing, the daily ODS and DWD of every table for several days.
+- then (`breadth_days.py`, with a Spark session) `cdc bootstrap` of every table, `--days` simulated days of changes
+  (a few per table, more on `--busy` tables, two on every shard), the collector, the landing of every database
+  (timed), the day's ODS of every table in one Dagster run (wall time and Spark jobs, per table-day), a DWD table
+  over `orders` and `t_000`, and the oracle: every ODS tag and DWD day equal to the source at that day's end.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+import breadth_days  # noqa: E402
 
 from sharp_dagster.servers import LocalBroker, LocalMariaDB  # noqa: E402
 
@@ -68,13 +75,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--databases", type=int, help="databases (default 4, quick 2)")
     parser.add_argument("--events", type=int, help="row events per collector run (default 20000, quick 4000)")
     parser.add_argument("--prefix", default="breadth", help="the databases' name prefix")
+    parser.add_argument(
+        "--days", type=int, help="simulated days through the pipeline (default 3, quick 2; 0: none)"
+    )
+    parser.add_argument("--per-table", type=int, default=3, help="changes to every plain table a day")
+    parser.add_argument("--busy", type=int, default=3, help="busy tables (more changes a day)")
+    parser.add_argument("--busy-changes", type=int, default=200, help="changes a day to each busy table")
+    parser.add_argument(
+        "--skip-landing",
+        action="append",
+        default=[],
+        metavar="DAY",
+        help="(to see the oracle fail) no landing",
+    )
     args = parser.parse_args(argv)
-    defaults = (29, 64, 2, 4000) if args.quick else (199, 1024, 4, 20000)
-    for name, value in zip(("tables", "shards", "databases", "events"), defaults, strict=True):
+    defaults = (29, 64, 2, 4000, 2) if args.quick else (199, 1024, 4, 20000, 3)
+    for name, value in zip(("tables", "shards", "databases", "events", "days"), defaults, strict=True):
         if getattr(args, name) is None:
             setattr(args, name, value)
-    if args.tables < 1 or args.shards < 2 or args.databases < 1 or args.events < args.shards:
-        parser.error("need --tables >= 1, --shards >= 2, --databases >= 1 and --events >= --shards")
+    if args.tables < 1 or args.shards < 2 or args.databases < 1 or args.events < args.shards or args.days < 0:
+        parser.error("need --tables >= 1, --shards >= 2, --databases >= 1, --events >= --shards, --days >= 0")
     return args
 
 
@@ -243,8 +263,8 @@ def measure_definitions(yaml_path: Path, tmp: Path) -> dict:
     return result
 
 
-def measure(args: argparse.Namespace, tmp: Path, db: LocalMariaDB, broker: LocalBroker) -> dict:
-    """Every part on running servers (the benchmark's own, or a test session's)."""
+def measure(args: argparse.Namespace, tmp: Path, db: LocalMariaDB, broker: LocalBroker, spark=None) -> dict:
+    """Every part on running servers (the benchmark's own, or a test session's); the days with `spark` only."""
     t0 = time.perf_counter()
     result: dict = {"sizes": {k: getattr(args, k) for k in ("tables", "shards", "databases", "events")}}
     layout = create_source(db, args)
@@ -253,6 +273,8 @@ def measure(args: argparse.Namespace, tmp: Path, db: LocalMariaDB, broker: Local
     result["init"] = run_init(db, layout, yaml_path, args.shards)
     result["collector"] = measure_collector(db, broker, args, tmp)
     result["definitions"] = measure_definitions(yaml_path, tmp)
+    if spark is not None and args.days:
+        result["pipeline"] = breadth_days.pipeline(args, tmp, db, broker, spark, layout, yaml_path)
     result["total_s"] = round(time.perf_counter() - t0, 1)
     return result
 
@@ -265,6 +287,15 @@ def _shards(entry: dict) -> list[str]:
     return list(source_config_from_dict(config).databases[0].tables[0].shards)
 
 
+def _spark(tmp: Path):
+    """The benchmark's local Spark session (as the tests' `spark` fixture builds it; its warehouse set per run)."""
+    os.environ["SHARP_DATA_DIR"] = str(tmp / "spark_data")
+    from sharp_dagster.settings import Settings
+    from sharp_dagster.spark.session import build_spark_session
+
+    return build_spark_session(Settings.from_env(), app_name="bench_breadth")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     load = os.getloadavg()
@@ -273,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             LocalMariaDB(base_dir=Path(tmp) / "mariadb") as db,
             LocalBroker(base_dir=Path(tmp) / "kafka") as broker,
         ):
-            result = measure(args, Path(tmp), db, broker)
+            result = measure(args, Path(tmp), db, broker, _spark(Path(tmp)) if args.days else None)
     result["load_avg"] = [round(x, 2) for x in load]
     result["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
     result["cpus"] = os.cpu_count()

@@ -97,7 +97,7 @@ class Warehouse:
         """Use the code location `defs` (`build_defs`): loaded once the bootstrap has set the source's start."""
         self.defs = defs["defs"]
         self.ods_tables = defs["ods_tables"]
-        (self.database,) = defs["databases"]
+        self.databases = defs["databases"]  # the landing's databases (the oracle tests have one)
 
     @contextmanager
     def env(self):
@@ -136,9 +136,13 @@ class Warehouse:
         self.last_result = result
         return None if result.success else failure_text(result)
 
+    def run(self, keys: list[AssetKey], partition: str | tuple[str, str]) -> str | None:
+        """Any assets (a DWD table, ...) for one partition or a range, in one run; its failure, or None."""
+        return self._materialize(keys, partition)
+
     def land(self, hours: str | tuple[str, str]) -> str | None:
-        """The landing asset `original_binlog/<db>` for an hourly partition or a range of them."""
-        return self._materialize([AssetKey(["original_binlog", self.database])], hours)
+        """The landing assets `original_binlog/<db>` of every database for an hourly partition or a range of them."""
+        return self._materialize([AssetKey(["original_binlog", db]) for db in self.databases], hours)
 
     def merge(self, days: str | tuple[str, str]) -> str | None:
         """Every ODS asset for one day, or for a range of days in one run (a single-run backfill)."""
