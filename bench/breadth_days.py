@@ -135,15 +135,23 @@ def read_source(db, layout: dict[str, list[str]]) -> dict:
 
 @contextmanager
 def spark_jobs(spark, group: str):
-    """Counts the Spark jobs submitted in the block (a job group of its own): yields a list, filled at the end."""
-    sc = spark.sparkContext
-    sc.setJobGroup(group, f"bench_breadth {group}")
+    """Counts the Spark jobs submitted in the block, in any thread (the ODS steps may run Spark in threads that do
+    not inherit a job group): the job ids between two marker jobs of its own; yields a list, filled at the end."""
     counted: list[int] = []
+    before = _marker_job(spark, f"{group}-before")
+    yield counted
+    counted.append(_marker_job(spark, f"{group}-after") - before - 1)
+
+
+def _marker_job(spark, group: str) -> int:
+    """The id of a one-task job run now (Spark numbers its jobs in submission order)."""
+    sc = spark.sparkContext
+    sc.setJobGroup(group, "bench_breadth marker")
     try:
-        yield counted
+        sc.parallelize([0], 1).count()
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
-        counted.append(len(sc.statusTracker().getJobIdsForGroup(group)))
+    return max(sc.statusTracker().getJobIdsForGroup(group))
 
 
 def ods_day(warehouse, day: str) -> str | None:
