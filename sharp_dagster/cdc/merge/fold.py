@@ -79,6 +79,8 @@ class DayEvents:
     ddl: tuple[str, ...] = ()
     policy: DdlPolicy = DdlPolicy()
     table: str = field(default="", compare=False)  # the physical table of the DDL (named in a refusal)
+    # the day's change rows when the caller counted them (`change_source`): a bound of its keys
+    rows: int | None = field(default=None, compare=False)
 
 
 def merge_key(

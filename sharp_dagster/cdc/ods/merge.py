@@ -47,6 +47,11 @@ from sharp_dagster.spark import refs
 from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.commit_properties import with_snapshot_properties
 from sharp_dagster.spark.iceberg import IcebergTables
+from sharp_dagster.spark.java import on_driver
+
+# Keys of a day at most which `day_rows` takes the small-day path: its fold and the state's rows of its keys held
+# on the driver (a few MB at most), in place of checkpoints and count jobs.
+SMALL_DAY_MAX_KEYS = 10_000
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,10 @@ class DayRows:
     # writes ask neither again
     held: int = 0
     live: int = 0
+    # `flagged` is held on the driver (`java.on_driver`: the small-day path), and does the day leave a tombstone
+    # to write or remove (a deleted row, or a key `ods_state` holds)? Unknown (True) on the general path.
+    local: bool = False
+    tombstones: bool = True
 
 
 @dataclass(frozen=True)
@@ -97,12 +106,19 @@ def day_rows(
     events: DayEvents | None = None,
     columns: Sequence[tuple[str, str]] | None = None,
     broadcast_max_rows: int = BROADCAST_MAX_ROWS,
+    small_max_keys: int = SMALL_DAY_MAX_KEYS,
 ) -> DayRows:
     """The row after the day of every key it touches, as `merge.merge_day(base, changes, ...)` gives it (tombstones
-    included): that result is `base`'s rows of the other keys plus these."""
+    included): that result is `base`'s rows of the other keys plus these. A day of at most `small_max_keys` keys
+    takes the small-day path (`_small_day_rows`); 0 never does."""
     events = events if events is not None else table_events(changes)
     plan = build_plan(base, changes, key_columns, columns, shard_column, events)
-    delta = checkpoint(fold_per_key(changes, plan))
+    folded = fold_per_key(changes, plan)
+    if _small_day(plan, events, small_max_keys):
+        local = on_driver(folded, small_max_keys)
+        if local is not None:
+            return _small_day_rows(base, local, plan)
+    delta = checkpoint(folded)
     facts = _day_facts(delta, plan)
     null_key = facts.null_key
     if base is None:
@@ -126,6 +142,47 @@ def day_rows(
     dead = F.coalesce(F.col(DELETED_COLUMN), F.lit(False)).alias(DEAD)
     flagged = joined.select(*_finalize(plan, True, None), held, dead)
     return _day_rows(flagged, plan, null_key, broadcast_max_rows)
+
+
+def _small_day(plan: MergePlan, events: DayEvents, small_max_keys: int) -> bool:
+    """May the day take the small-day path? Not when it changes rows it never names (a truncate, a default, a
+    cleared column: every state row is touched), nor when its changes, counted by the caller, are more than
+    `small_max_keys` (at least as many as its keys: its fold would be collected in vain)."""
+    if small_max_keys <= 0 or plan.truncates or plan.defaults or plan.cleared:
+        return False
+    return events.rows is None or events.rows <= small_max_keys
+
+
+def _small_day_rows(base: DataFrame | None, delta: DataFrame, plan: MergePlan) -> DayRows:
+    """`day_rows` of a day of few keys: its fold (`delta`) is held on the driver, the state's whole rows of its
+    keys are found by one scan (the day's keys broadcast from the driver) and held there too, and each key's row
+    after the day is `finalize` of the two, computed on the driver. No checkpoint, no count or facts job: the
+    counts are read from the driver's rows. The same rows as the general path: `finalize` of the key's state row
+    (whole, so no replayed event needs a second read) and its fold."""
+    on = key_condition(plan, True)  # null-safe: a null key finds its state row
+    keys = delta.select(*delta_key_names(plan))
+    if base is None:
+        touched = None
+    else:
+        state = conform_base(base, plan)
+        touched = on_driver(state.join(F.broadcast(keys), on, "left_semi"))
+    if touched is None:
+        nothing = [F.lit(False).alias(HELD), F.lit(False).alias(DEAD)]
+        flagged = on_driver(delta.select(*_finalize(plan, False, True), *nothing))
+    else:
+        held = F.coalesce(~F.col(DELETED_COLUMN), F.lit(False)).alias(HELD)
+        dead = F.coalesce(F.col(DELETED_COLUMN), F.lit(False)).alias(DEAD)
+        joined = delta.join(F.broadcast(touched), on, "left")
+        flagged = on_driver(joined.select(*_finalize(plan, True, None), held, dead))
+    marks = flagged.select(HELD, DEAD, DELETED_COLUMN, *plan.keys).collect()  # on the driver: no job
+    null_key = any(v is None for r in marks for v in r[3:])
+    held_n = sum(1 for r in marks if r[0])
+    live = sum(1 for r in marks if not r[2])
+    tombstones = any(r[1] or r[2] for r in marks)
+    rows = flagged.drop(HELD, DEAD)
+    return DayRows(
+        rows, plan, null_key, flagged, len(marks), True, held_n, live, local=True, tombstones=tombstones
+    )
 
 
 def _day_rows(flagged: DataFrame, plan: MergePlan, null_key: bool, broadcast_max_rows: int) -> DayRows:
@@ -269,6 +326,8 @@ def merge_into(
             merged.null_key,
             merged.small,
             (merged.held, merged.live),
+            merged.local,
+            merged.tombstones,
         )
     _schema_snapshot(store, table, branch, properties)
     heads = tuple(ods_store.ref_snapshot(store, ref, branch) for ref in ods_store.both(table))

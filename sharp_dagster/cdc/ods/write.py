@@ -45,6 +45,8 @@ def write_rows(
     null_key: bool,
     small: bool,
     counts: tuple[int, int] | None = None,
+    local: bool = False,
+    tombstones: bool = True,
 ) -> None:
     """The touched keys' rows on the branch: `ods.<table>` gets their live rows, `ods_state.<table>` their
     tombstones. `view` holds `DayRows.flagged`: which keys each table holds is what the state look of `day_rows`
@@ -52,7 +54,9 @@ def write_rows(
     appended (`_replace`); rows too many to broadcast (not `DayRows.small`) take one `MERGE INTO` with an insert
     clause (an outer join: both sides shuffled). `ods_state`: one `MERGE INTO` from the key, position and deleted
     flag of the rows it can change: the day's tombstones and the keys it holds (`DEAD`), a small source whatever
-    the day's size. `counts`: the held keys and live rows of the view when known (`DayRows`), so no job asks."""
+    the day's size. `counts`: the held keys and live rows of the view when known (`DayRows`), so no job asks.
+    `local`: the view is held on the driver (`DayRows.local`): its held keys need no cache nor count. Without
+    `tombstones` (the day deleted no key and `ods_state` holds none of its keys) `ods_state` is not written."""
     eq = "<=>" if null_key else "="  # a plain equi-join probes a faster hash table
     on = " AND ".join(f"t.`{k}` {eq} s.`{k}`" for k in plan.keys)
     live_cols = [c for c, _ in plan.columns] + [SEQ_COLUMN]
@@ -64,7 +68,16 @@ def write_rows(
         inserted = f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT {_insert(live_cols)}"
         store.spark.sql(f"MERGE INTO {ods} t USING {view} s ON {on} {matched}{inserted}")
     else:
-        _replace(store.spark, ods, store.spark.table(view), plan.keys, null_key, live_cols, counts)
+        _replace(store.spark, ods, store.spark.table(view), plan.keys, null_key, live_cols, counts, local)
+    if tombstones:
+        _merge_tombstones(store, dead, view, on, dead_cols)
+    for ref in ods_store.both(table):
+        store.refresh(ref)
+
+
+def _merge_tombstones(store: IcebergTables, dead: str, view: str, on: str, dead_cols: list[str]) -> None:
+    """`ods_state`'s rows of the day: its tombstones written, the keys it brought back removed."""
+    deleted = f"s.`{DELETED_COLUMN}`"
     source = (
         f"(SELECT {_names([*dead_cols, DELETED_COLUMN])} FROM {view} WHERE `{DELETED_COLUMN}` OR `{DEAD}`)"
     )
@@ -74,8 +87,6 @@ def write_rows(
         f"WHEN MATCHED THEN UPDATE SET t.`{SEQ_COLUMN}` = s.`{SEQ_COLUMN}` "
         f"WHEN NOT MATCHED AND {deleted} THEN INSERT {_insert(dead_cols)}"
     )
-    for ref in ods_store.both(table):
-        store.refresh(ref)
 
 
 def _replace(
@@ -86,6 +97,7 @@ def _replace(
     null_key: bool,
     columns: list[str],
     counts: tuple[int, int] | None = None,
+    local: bool = False,
 ) -> None:
     """`ods`' rows of the held keys deleted, then every live row of the day appended: a `DELETE FROM` (a
     broadcast semi join past a key-only scan, merge-on-read: deletion vectors) and one `INSERT INTO`. Not a
@@ -93,7 +105,7 @@ def _replace(
     one row per key) and carries the v3 row-lineage columns. An empty step commits nothing (`counts`: the held
     keys and live rows when known, else counted here)."""
     if counts is None or counts[0]:
-        _delete_held(spark, ods, flagged, keys, null_key)
+        _delete_held(spark, ods, flagged, keys, null_key, local)
     live = flagged.where(~F.col(DELETED_COLUMN))
     if (counts[1] > 0) if counts is not None else not live.isEmpty():
         with temp_view(live) as source:
@@ -102,12 +114,19 @@ def _replace(
 
 
 def _delete_held(
-    spark: SparkSession, ods: str, flagged: DataFrame, keys: Sequence[str], null_key: bool
+    spark: SparkSession,
+    ods: str,
+    flagged: DataFrame,
+    keys: Sequence[str],
+    null_key: bool,
+    local: bool = False,
 ) -> None:
-    """`ods`' rows of the held keys deleted (merge-on-read: deletion vectors), the keys broadcast by their size."""
-    held = flagged.where(F.col(HELD)).select(*[F.col(f"`{k}`") for k in keys]).cache()
+    """`ods`' rows of the held keys deleted (merge-on-read: deletion vectors), the keys broadcast by their size.
+    `local`: `flagged` is held on the driver, its held keys counted already (not cached, not counted again)."""
+    held = flagged.where(F.col(HELD)).select(*[F.col(f"`{k}`") for k in keys])
+    held = held if local else held.cache()
     try:
-        if held.count():
+        if local or held.count():
             # Broadcast by its size (a cached frame's statistics are its real size once computed), whatever the
             # session's threshold: the semi join then never shuffles the state.
             size = int(java_dataset(held).queryExecution().optimizedPlan().stats().sizeInBytes())
