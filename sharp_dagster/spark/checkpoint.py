@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
+from sharp_dagster.spark.java import java_dataset, java_session
+
 CHECKPOINT_FOLDER = "_checkpoints"
 
 
@@ -24,3 +26,15 @@ def checkpoint(df: DataFrame) -> DataFrame:
         warehouse = df.sparkSession.conf.get("spark.sql.warehouse.dir").rstrip("/")
         sc.setCheckpointDir(f"{warehouse}/{CHECKPOINT_FOLDER}")
     return df.checkpoint(eager=True)
+
+
+def on_driver(df: DataFrame, limit: int | None = None) -> DataFrame | None:
+    """`df` computed now and held on the driver as a local relation (its rows collected inside the JVM: no value
+    passes through Python), or None when it has more than `limit` rows. For a small frame in place of `checkpoint`:
+    projections and filters of the result are evaluated by the optimizer on the driver (no Spark job), and its
+    statistics are its exact size."""
+    jdf = java_dataset(df if limit is None else df.limit(limit + 1))
+    rows = jdf.collectAsList()
+    if limit is not None and rows.size() > limit:
+        return None
+    return DataFrame(java_session(df.sparkSession).createDataFrame(rows, jdf.schema()), df.sparkSession)

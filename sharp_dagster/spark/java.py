@@ -27,16 +27,3 @@ def java_session(spark: SparkSession) -> Any:
 def java_dataset(df: DataFrame) -> Any:
     """The DataFrame's Java `Dataset` (its query execution: the plans and their statistics)."""
     return df._jdf
-
-
-def on_driver(df: DataFrame, limit: int | None = None) -> DataFrame | None:
-    """`df` computed now and held on the driver as a local relation (its rows collected inside the JVM: no value
-    passes through Python), or None when it has more than `limit` rows. Projections and filters of the result are
-    evaluated by the optimizer on the driver (no Spark job); a small frame's statistics are its exact size."""
-    from pyspark.sql import DataFrame as PyDataFrame
-
-    jdf = java_dataset(df if limit is None else df.limit(limit + 1))
-    rows = jdf.collectAsList()
-    if limit is not None and rows.size() > limit:
-        return None
-    return PyDataFrame(java_session(df.sparkSession).createDataFrame(rows, jdf.schema()), df.sparkSession)

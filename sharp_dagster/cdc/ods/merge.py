@@ -44,10 +44,9 @@ from sharp_dagster.cdc.ods.versions import day_tag, ods_ref, previous_day, start
 from sharp_dagster.cdc.ods.write import DEAD, HELD, temp_view, tombstone_columns, write_rows
 from sharp_dagster.failpoints import failpoint
 from sharp_dagster.spark import refs
-from sharp_dagster.spark.checkpoint import checkpoint
+from sharp_dagster.spark.checkpoint import checkpoint, on_driver
 from sharp_dagster.spark.commit_properties import with_snapshot_properties
 from sharp_dagster.spark.iceberg import IcebergTables
-from sharp_dagster.spark.java import on_driver
 
 # Keys of a day at most which `day_rows` takes the small-day path: its fold and the state's rows of its keys held
 # on the driver (a few MB at most), in place of checkpoints and count jobs.
@@ -72,7 +71,7 @@ class DayRows:
     # writes ask neither again
     held: int = 0
     live: int = 0
-    # `flagged` is held on the driver (`java.on_driver`: the small-day path), and does the day leave a tombstone
+    # `flagged` is held on the driver (`checkpoint.on_driver`: the small-day path), and does the day leave a tombstone
     # to write or remove (a deleted row, or a key `ods_state` holds)? Unknown (True) on the general path.
     local: bool = False
     tombstones: bool = True
