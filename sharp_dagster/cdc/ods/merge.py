@@ -7,7 +7,8 @@ and the columns partial images of the day lack; the day's keys broadcast), the s
 for the rows whose values the result keeps (a replayed older event), and each key's row after the day is
 `merge_result.finalize` of the two, the function `merge_day` ends with. So `merge_day(state, day)` is exactly the
 state's untouched rows plus `day_rows` (a test holds them to it). A day with a truncate, or a DDL that gives
-existing rows a default, changes rows it never names: then every state row is a touched row.
+existing rows a default, changes rows it never names: then every state row is a touched row. A day of few keys
+(`SMALL_DAY_MAX_KEYS`) is held on the driver instead (`_small_day_rows`): no checkpoint, facts or count job.
 
 `merge_into` writes those rows onto a branch of both tables (`write.write_rows`; merge-on-read: the replaced rows get deletion vectors,
 the new rows are appended): to `ods.<table>` a `DELETE FROM` of the rows it holds of the touched keys (the held
