@@ -28,7 +28,7 @@ from sharp_dagster_tests.cdc.merge_reference import DELETED, SEQ, changes_frame,
 from sharp_dagster_tests.cdc.merge_scenarios import COLUMNS, KEY, scenario
 
 SHARD = "source_table"
-BOOT, DAY = "2024-01-01", "2024-01-02"
+BOOT, DAY, NEXT = "2024-01-01", "2024-01-02", "2024-01-03"
 
 
 def _day(seed: int, truncates: bool = False) -> tuple[list[dict], list[dict]]:
@@ -184,3 +184,39 @@ def test_the_landing_premerges_its_incomplete_days_from_the_typed_images(spark, 
     )  # the day's merge's turn
     assert [h for h, _ in read_record(store, "orders", DAY).hours] == ["00", "01", "02"]
     assert premerge_landed(store, "shop", "nothing_landed", DAY, ["00"], KEY, SHARD) is None
+
+
+def test_a_range_merges_its_days_whole_and_drops_their_premerge_branches(spark, table_store):
+    """A range (or a re-run) merges its days whole: a pre-merge branch of one of them is dropped with the stage,
+    not left behind, and the day's rows are still `merge_day`'s."""
+    store = table_store
+    base_rows, events = _day(950)
+    base = state_frame(spark, base_rows, COLUMNS).localCheckpoint()
+    changes = _frame(spark, _hours(events, 4))
+    ods_merge.write_state(store, "pm_range", BOOT, base, KEY, SHARD)
+    _premerge(store, "pm_range", changes, 3)
+    branches = [
+        ods_store.ref_snapshot(store, ref, premerge_branch(DAY)) for ref in ods_store.both("pm_range")
+    ]
+    assert None not in branches, "nothing was pre-merged"
+
+    quiet = changes.limit(0)
+    staged = ods_stage.stage(
+        store,
+        "pm_range",
+        "stage_range_1",
+        ([DAY, NEXT], []),
+        lambda day: (changes if day == DAY else quiet, None),
+        KEY,
+        SHARD,
+    )
+    assert [
+        ods_store.ref_snapshot(store, ref, premerge_branch(DAY)) for ref in ods_store.both("pm_range")
+    ] == [
+        None,
+        None,
+    ]
+    staged.publish(store)
+    assert _stored(store, "pm_range") == _comparable(
+        collect_state(merge_day(base, changes, KEY, shard_column=SHARD))
+    )

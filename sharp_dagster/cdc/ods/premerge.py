@@ -281,6 +281,18 @@ def premerge_landed(
     return premerge_hours(store, table, day, checkpoint(changes), done, key_columns, shard_column)
 
 
+def drop_premerges(store: IcebergTables, table: str, days: Sequence[str]) -> list[str]:
+    """The pre-merge branches of `days` that exist dropped (one commit per table, none when there are none): a
+    range or a re-run merged those days whole, so what their hours pre-merged is no longer of use. Returns the
+    days whose branch was dropped."""
+    there = [d for d in days if ods_store.ref_snapshot(store, ods_ref(table), premerge_branch(d)) is not None]
+    if there:
+        for ref in ods_store.both(table):
+            if store.exists(ref):
+                store.drop_branches(ref, [premerge_branch(d) for d in there])
+    return there
+
+
 def stage_premerged(
     store: IcebergTables,
     table: str,

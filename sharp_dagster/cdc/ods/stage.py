@@ -24,7 +24,7 @@ from sharp_dagster.cdc.merge.fold import DayEvents
 from sharp_dagster.cdc.ods import merge as ods_merge
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.merge import StagedDay
-from sharp_dagster.cdc.ods.premerge import stage_premerged
+from sharp_dagster.cdc.ods.premerge import drop_premerges, stage_premerged
 from sharp_dagster.cdc.ods.read import live_rows
 from sharp_dagster.cdc.ods.versions import days_after, ods_ref
 from sharp_dagster.spark.iceberg import IcebergTables
@@ -164,6 +164,8 @@ def stage(
         staged, expected_main = premerged or ods_merge.stage_days(
             store, table, branch, [*own, *later], changes_of, key_columns, shard_column, properties, published
         )
+        if not premerged:  # merged whole: what a range's or a re-run's days pre-merged is of no more use
+            drop_premerges(store, table, [*own, *later])
         now = later_days(store, table, own[-1])  # the fence against a day published since `later` was read
         if now != later:
             raise StalePublishError(
