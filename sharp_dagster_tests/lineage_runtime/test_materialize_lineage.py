@@ -104,7 +104,7 @@ def _misleading_asset(defs, name: str, runs: str, parser_told: str, upstream: li
     base = CATALOG.by_qualified()["dwd.user_dim"]
     table = replace(base, name=name, sql=runs, rendered=parser_told, declared_deps=None)
     asset = build_sql_asset(table, upstream, external, GRAINS, LAYOUT.sql_log_asset(table, upstream))
-    # The ODS tables of a source are one multi-asset (`assets/ods_source.py`): any definition with an `ods` key.
+    # Any definition with an `ods` key (a multi-asset has no single `.key`).
     ods = [a for a in defs.assets if any(k.path[0] == "ods" for k in getattr(a, "keys", ()))]
     return table, asset, ods
 

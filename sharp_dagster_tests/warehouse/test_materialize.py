@@ -98,7 +98,7 @@ def test_rematerializing_one_partition_leaves_the_others(spark, warehouse):
 
 def test_missing_upstream_partition_fails_by_name(spark, warehouse):
     defs, instance = warehouse
-    # Definitions by their keys: a source's ODS tables are one multi-asset (`assets/ods_source.py`).
+    # Definitions by their keys (a multi-asset has no single `.key`).
     assets = [a for a in defs.assets if getattr(a, "keys", None)]
     order_detail = next(a for a in assets if AssetKey(["dwd", "order_detail"]) in a.keys)
     result = materialize(
