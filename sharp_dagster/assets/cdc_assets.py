@@ -156,11 +156,18 @@ class BinlogLanding:
         tables = [
             t for db in self.source.databases if db.name == self.database for t in db.tables if t.premerge
         ]
+        if not tables:
+            return 0
+        done = {}  # the day's done hours, one read for every table
+        for day in days:
+            try:
+                done[day] = hours_done(store.warehouse_dir, self.database, day, spark=store.spark)
+            except Exception:  # the days' own merges do the whole days instead
+                log.exception("could not read the done hours of %s %s to pre-merge", self.database, day)
         merged = 0
         for table in (OdsTable(self.database, t, self.source) for t in tables):
-            for day in days:
+            for day, hours in done.items():
                 try:
-                    hours = hours_done(store.warehouse_dir, self.database, day, spark=store.spark)
                     keys, shard = table.key_columns(), table.shard_column
                     merged += bool(premerge_landed(store, self.database, table.name, day, hours, keys, shard))
                 except Exception:  # the day's own merge does the whole day instead

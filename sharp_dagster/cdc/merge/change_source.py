@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -54,7 +53,7 @@ def day_changes(
         typed_rows, misfits, events = typed.selectExpr("count(*)", MISFITS, TABLE_EVENTS_AGGREGATE).first()
         raw_rows = raw_counts_by_day(store, raw, table, [day])[day]
         if images_whole(typed_rows, misfits, raw_rows):
-            return typed, typed_rows, replace(day_events(events), rows=typed_rows)
+            return typed, typed_rows, day_events(events, typed_rows)
         # Images the landing could not type by its images table's types (a value that does not fit) are merged
         # from their JSON, typed by the state's own columns; a value that fits those neither stops the merge.
         log.warning(
@@ -69,7 +68,7 @@ def day_changes(
         )
     rows = checkpoint(_raw_rows(store, raw, table, [day]))
     count, events = rows.selectExpr("count(*)", TABLE_EVENTS_AGGREGATE).first()
-    return rows, count, replace(day_events(events), rows=count)
+    return rows, count, day_events(events, count)
 
 
 def range_changes(
@@ -89,11 +88,7 @@ def range_changes(
     for day in days:
         typed_rows, misfits, events = found.get(day, (0, 0, []))
         if images_whole(typed_rows, misfits, raw_rows[day]):
-            out[day] = (
-                typed.where(F.col("dt") == day),
-                typed_rows,
-                replace(day_events(events), rows=typed_rows),
-            )
+            out[day] = (typed.where(F.col("dt") == day), typed_rows, day_events(events, typed_rows))
         else:  # its raw rows, and the log says why (as a day alone)
             out[day] = day_changes(store, raw, database, table, day)
     return out

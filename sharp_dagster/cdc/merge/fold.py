@@ -131,8 +131,9 @@ def table_events(changes: DataFrame) -> DayEvents:
     return day_events(changes.selectExpr(TABLE_EVENTS_AGGREGATE).first()[0])
 
 
-def day_events(rows: Sequence[Row]) -> DayEvents:
-    """The day's truncates and DDL statements from its rows of `TABLE_EVENTS_AGGREGATE`."""
+def day_events(rows: Sequence[Row], count: int | None = None) -> DayEvents:
+    """The day's truncates and DDL statements from its rows of `TABLE_EVENTS_AGGREGATE`; `count`: the day's change
+    rows when the caller counted them (`DayEvents.rows`)."""
     unique = {row.event_uid: row for row in rows}  # a re-delivered DDL is one statement
     truncates: dict[str | None, int] = {}
     ddl = []
@@ -143,7 +144,7 @@ def day_events(rows: Sequence[Row]) -> DayEvents:
         if row.op != "t" and row.ddl_sql:
             ddl.append(row.ddl_sql)
             table = table or row.source_table or ""
-    return DayEvents(truncates, tuple(ddl), table=table)
+    return DayEvents(truncates, tuple(ddl), table=table, rows=count)
 
 
 def latest_changes(

@@ -122,8 +122,7 @@ def day_rows(
     facts = _day_facts(delta, plan)
     null_key = facts.null_key
     if base is None:
-        nothing = [F.lit(False).alias(HELD), F.lit(False).alias(DEAD)]
-        flagged = delta.select(*_finalize(plan, False, True), *nothing)
+        flagged = delta.select(*_finalize(plan, False, True), *_flags(False))
         return _day_rows(flagged, plan, null_key, broadcast_max_rows)
     state = conform_base(base, plan)
     if (
@@ -137,11 +136,19 @@ def day_rows(
         joined = (F.broadcast(touched) if small else touched).join(
             delta, key_condition(plan, null_key), "right"
         )
-    # The state side's `_is_deleted` (null where the state has no row of the key) says which table holds it.
-    held = F.coalesce(~F.col(DELETED_COLUMN), F.lit(False)).alias(HELD)
-    dead = F.coalesce(F.col(DELETED_COLUMN), F.lit(False)).alias(DEAD)
-    flagged = joined.select(*_finalize(plan, True, None), held, dead)
+    flagged = joined.select(*_finalize(plan, True, None), *_flags(True))
     return _day_rows(flagged, plan, null_key, broadcast_max_rows)
+
+
+def _flags(state: bool) -> list[Column]:
+    """`HELD` and `DEAD` of a key's row after the day: which table holds the key before it. With a `state` side
+    joined, its `_is_deleted` says (null where the state has no row of the key); without, neither holds it."""
+    if not state:
+        return [F.lit(False).alias(HELD), F.lit(False).alias(DEAD)]
+    return [
+        F.coalesce(~F.col(DELETED_COLUMN), F.lit(False)).alias(HELD),
+        F.coalesce(F.col(DELETED_COLUMN), F.lit(False)).alias(DEAD),
+    ]
 
 
 def _small_day(plan: MergePlan, events: DayEvents, small_max_keys: int) -> bool:
@@ -167,13 +174,10 @@ def _small_day_rows(base: DataFrame | None, delta: DataFrame, plan: MergePlan) -
         state = conform_base(base, plan)
         touched = on_driver(state.join(F.broadcast(keys), on, "left_semi"))
     if touched is None:
-        nothing = [F.lit(False).alias(HELD), F.lit(False).alias(DEAD)]
-        flagged = on_driver(delta.select(*_finalize(plan, False, True), *nothing))
+        flagged = on_driver(delta.select(*_finalize(plan, False, True), *_flags(False)))
     else:
-        held = F.coalesce(~F.col(DELETED_COLUMN), F.lit(False)).alias(HELD)
-        dead = F.coalesce(F.col(DELETED_COLUMN), F.lit(False)).alias(DEAD)
         joined = delta.join(F.broadcast(touched), on, "left")
-        flagged = on_driver(joined.select(*_finalize(plan, True, None), held, dead))
+        flagged = on_driver(joined.select(*_finalize(plan, True, None), *_flags(True)))
     marks = flagged.select(HELD, DEAD, DELETED_COLUMN, *plan.keys).collect()  # on the driver: no job
     null_key = any(v is None for r in marks for v in r[3:])
     held_n = sum(1 for r in marks if r[0])

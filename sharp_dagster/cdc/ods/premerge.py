@@ -202,9 +202,7 @@ def _next_hours(record: Record, done: Sequence[str], hours: Mapping[str, Hour]) 
 
 def _commit_record(store: IcebergTables, table: str, branch: str, record: Record) -> None:
     """`record` on the head of `branch` of `ods.<table>` (an empty snapshot when the merge left another head)."""
-    head = ods_store.ref_snapshot(store, ods_ref(table), branch)
-    text = store.java_table(ods_ref(table)).snapshot(head).summary().get(RECORD) if head is not None else None
-    if text is None or str(text) != record.dumps():
+    if _record_at(store, table, ods_store.ref_snapshot(store, ods_ref(table), branch)) != record:
         refs.empty_snapshot(store, ods_ref(table), branch, {RECORD: record.dumps()})
 
 
