@@ -30,7 +30,8 @@ from sharp_dagster.spark.tables import TableRef
 
 log = logging.getLogger(__name__)
 
-MISFITS = "count_if(cast_errors IS NOT NULL)"  # typed image rows with a value that did not fit its type
+MISFITS = "count_if(cast_errors IS NOT NULL)"
+FEW_PARTITIONS = 4  # a checkpointed day of at most this many Spark partitions is counted in one task (`_one_task`)  # typed image rows with a value that did not fit its type
 
 
 def images_whole(typed_rows: int, misfits: int, raw_rows: int) -> bool:
@@ -50,7 +51,9 @@ def day_changes(
     typed = read_typed_images(store, database, table, day)
     if typed is not None:
         typed = checkpoint(typed)
-        typed_rows, misfits, events = typed.selectExpr("count(*)", MISFITS, TABLE_EVENTS_AGGREGATE).first()
+        typed_rows, misfits, events = (
+            _one_task(typed).selectExpr("count(*)", MISFITS, TABLE_EVENTS_AGGREGATE).first()
+        )
         raw_rows = raw_counts_by_day(store, raw, table, [day])[day]
         if images_whole(typed_rows, misfits, raw_rows):
             return typed, typed_rows, day_events(events, typed_rows)
@@ -67,8 +70,15 @@ def day_changes(
             raw_rows,
         )
     rows = checkpoint(_raw_rows(store, raw, table, [day]))
-    count, events = rows.selectExpr("count(*)", TABLE_EVENTS_AGGREGATE).first()
+    count, events = _one_task(rows).selectExpr("count(*)", TABLE_EVENTS_AGGREGATE).first()
     return rows, count, day_events(events, count)
+
+
+def _one_task(checkpointed: DataFrame) -> DataFrame:
+    """A checkpointed day of a few Spark partitions as one, for its counts: a global aggregate over one partition
+    needs no exchange, so it is one Spark job, not two (adaptive execution submits the exchange as a job of its
+    own); a day of many partitions keeps them (its count runs on every core)."""
+    return checkpointed.coalesce(1) if checkpointed.rdd.getNumPartitions() <= FEW_PARTITIONS else checkpointed
 
 
 def range_changes(
