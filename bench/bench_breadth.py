@@ -8,8 +8,9 @@ What it measures, each part on the same private servers (loopback, stopped by th
 - `cdc init` as the README runs it (the CLI, its own process): wall time, the YAML's size and lines, the logical
   tables it found and that the shards were folded into one logical `orders` (shard group detected);
 - the collector's row events per second over the same number of single-row INSERTs spread round-robin over all
-  the shards of `orders_NNNN` and sent to one table `orders` (target: shards >= 0.8x one table), and that every
-  event arrived (the count the collector sent equals the statements run);
+  the shards of `orders_NNNN` and sent to one table `orders` (target: shards >= 0.8x one table), wall time and CPU
+  seconds, the two kinds alternated `--rounds` times, and that every event arrived (the count the collector sent
+  equals the statements run);
 - the code location's load time with the init's YAML as its warehouse (`dagster dev` loads it the same way), its
   asset count, asset groups and jobs, and one evaluation of the source's log-driven sensor with 200+ assets.
 - then (`breadth_days.py`, with a Spark session) `cdc bootstrap` of every table, `--days` simulated days of changes
