@@ -20,11 +20,12 @@ vectors vs the same tag after compaction (`cdc/ods/upkeep.py` moves the newest t
 the storage after D published days (each day C/N of the rows replaced: deletes + new rows, tagged), before
 and after the upkeep with a retention, as a multiple of one copy of the state; and (`--parts latency`, issue 44,
 `ods_latency.py`) the latency from the day's last done marker to its tag, the whole day merged then vs the day
-pre-merged as its hours landed.
+pre-merged as its hours landed; and (`--parts storage_premerge`, `ods_storage_premerge.py`) the storage and the
+newest tag's read after D days published the plain way and pre-merged hour by hour, side by side.
 
     .venv/bin/python bench/bench_ods_layout.py [--quick] [--rows N] [--changes C] [--scaling 1000000,20000000]
                                                [--days 30] [--retention 7] [--repeat R] [--full-images]
-                                               [--parts day,reads,storage,scaling,latency]
+                                               [--parts day,reads,storage,scaling,latency,storage_premerge]
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ sys.path.insert(0, str(BENCH))
 
 import bench_merge as bm  # noqa: E402
 import ods_latency  # noqa: E402
+import ods_storage_premerge  # noqa: E402
 
 from sharp_dagster.cdc.ods.upkeep import compact, refs, storage, upkeep_table  # noqa: E402
 from sharp_dagster.cdc.ods.versions import ODS_TABLE_PROPERTIES, day_tag, is_day_tag  # noqa: E402
@@ -212,12 +214,13 @@ def current_v3(ds, suffix: str = "v3") -> TableRef:
     return ref
 
 
-def time_day(ds, v3: TableRef, clock, repeat: int, floors: bool, check: bool = True) -> dict:
+def time_day(
+    ds, v3: TableRef, clock, repeat: int, floors: bool, check: bool = True, merge_into: bool = True
+) -> dict:
     head = ds.store.current_snapshot_id(v3)
-    actions = {
-        "copy": lambda: bm.run_copy(ds),
-        "merge_into_mor": lambda: bm.run_merge_into(ds, v3),
-    }
+    actions = {"copy": lambda: bm.run_copy(ds)}
+    if merge_into:
+        actions["merge_into_mor"] = lambda: bm.run_merge_into(ds, v3)
     resets = {"merge_into_mor": lambda: bm.reset_merge_into(ds, v3, head)}
     ours = Ours(ds) if ours_merge() is not None else None
     if ours is not None:
@@ -430,14 +433,16 @@ def _scaling_point(ds, point: dict) -> dict:
     return out
 
 
-def scaling(store, work: Path, sizes: list[int], changes: int, clock, repeat: int) -> list[dict]:
-    """copy, MERGE INTO (merge-on-read) and ours at other state sizes, with the same changes, `repeat` alternated
-    rounds each (best kept, as in the day's comparison)."""
+def scaling(
+    store, work: Path, sizes: list[int], changes: int, clock, repeat: int, merge_into: bool = True
+) -> list[dict]:
+    """copy, MERGE INTO (merge-on-read; not with `merge_into` false) and ours at other state sizes, with the same
+    changes, `repeat` alternated rounds each (best kept, as in the day's comparison)."""
     points = []
     for n in sizes:
-        ds = bm.Dataset(store, work, n, changes)
+        ds = bm.Dataset(store, work, n, changes, merge_into=merge_into)
         v3 = current_v3(ds)
-        point = time_day(ds, v3, clock, repeat=repeat, floors=False, check=False)
+        point = time_day(ds, v3, clock, repeat=repeat, floors=False, check=False, merge_into=merge_into)
         points.append(_scaling_point(ds, point))
         _progress({"scaling_point": points[-1]})
     return points
@@ -474,11 +479,12 @@ def measure(store, work: Path, args, started: float) -> dict:
         "ours_available": ours_merge() is not None,
         "data_generator": use_spark_generator(store.spark, args.full_images),
     }
-    needs_main = {"day", "reads", "storage", "latency"} & set(args.parts) or args.rows in args.scaling
-    ds = bm.Dataset(store, work, args.rows, args.changes) if needs_main else None
+    needs_main = MAIN_SIZE_PARTS & set(args.parts) or args.rows in args.scaling
+    mi = not args.no_merge_into
+    ds = bm.Dataset(store, work, args.rows, args.changes, merge_into=mi) if needs_main else None
     v3 = current_v3(ds) if needs_main else None
     if needs_main and ("day" in args.parts or "scaling" in args.parts):
-        result["day"] = time_day(ds, v3, clock, args.repeat, floors="day" in args.parts)
+        result["day"] = time_day(ds, v3, clock, args.repeat, floors="day" in args.parts, merge_into=mi)
         _progress(result)
     if "reads" in args.parts:
         result["reads"] = reads(ds, v3, clock, args.repeat)
@@ -492,9 +498,24 @@ def measure(store, work: Path, args, started: float) -> dict:
             ds, args.days, args.retention, args.storage_share, args.daily_upkeep, clock, args.repeat
         )
         _progress(result)
+    if "storage_premerge" in args.parts:
+        share = args.storage_share or max(1, round(args.rows / args.changes))
+        result["storage_premerge"] = ods_storage_premerge.storage_paths(
+            ds,
+            clock,
+            SimpleNamespace(
+                PROPS=PROPS, alternated_reads=alternated_reads, bm_now_plus_grace=bm_now_plus_grace
+            ),
+            args.days,
+            share,
+            args.daily_upkeep or 30,
+            args.repeat,
+            every=8 if args.quick else 1,
+        )
+        _progress(result)
     if "scaling" in args.parts:
         others = [n for n in args.scaling if n != args.rows]
-        points = scaling(store, work, others, args.changes, clock, args.repeat) if others else []
+        points = scaling(store, work, others, args.changes, clock, args.repeat, mi) if others else []
         if "day" in result:
             points.append(_scaling_point(ds, result["day"]))
         result["scaling"] = sorted(points, key=lambda p: p["state_rows"])
@@ -521,7 +542,8 @@ def _progress(result: dict) -> None:
     print(json.dumps(result, default=str), file=sys.stderr, flush=True)
 
 
-PARTS = ("day", "reads", "storage", "scaling", "latency")
+PARTS = ("day", "reads", "storage", "scaling", "latency", "storage_premerge")
+MAIN_SIZE_PARTS = {"day", "reads", "storage", "latency", "storage_premerge"}  # measured at --rows
 
 # (flag, type, help): every size has a full and a --quick default (parse_args).
 OPTIONS = [
@@ -557,6 +579,11 @@ def parse_args(argv: list[str] | None = None):
         "--full-images",
         action="store_true",
         help="every update a full row image (binlog_row_image=FULL); default: half the updates partial",
+    )
+    parser.add_argument(
+        "--no-merge-into",
+        action="store_true",
+        help="time the copy and ours only (no MERGE INTO table written or timed): a shorter run on a busy machine",
     )
     parser.add_argument("--driver-memory", default="6g")
     parser.add_argument(

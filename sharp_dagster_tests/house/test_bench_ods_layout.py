@@ -33,6 +33,11 @@ def test_the_quick_run_measures_every_part(spark, tmp_path):
     latency = result["latency"]  # the day's end after hours 00..22 pre-merged, beside the whole day's
     assert latency["same_rows"]["equal"] and latency["same_rows"]["live_rows"] > 0
     assert latency["hourly_premerges"]["calls"] == 3 and latency["premerged"]["best_s"] > 0
+    kept = result["storage_premerge"]  # the same days published plain and pre-merged, side by side
+    assert kept["same_rows"]["equal"] and kept["same_rows"]["rows"] > 0
+    assert kept["premerge_calls_per_day"] == 3 and kept["premerged"]["hourly_total_s"] > 0
+    assert len(kept["plain"]["copies_after_each_day"]) == 2 and kept["premerged"]["copies"] > 1
+    assert kept["reads"]["ratio_premerged_tag_to_plain_tag_wall"] > 0
 
 
 def test_the_spark_generator_makes_full_or_partial_update_images(spark, tmp_path):
