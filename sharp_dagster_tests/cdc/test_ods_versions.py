@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from pyspark.sql import functions as F
 
 from sharp_dagster.cdc.merge.fold import merge_day
 from sharp_dagster.cdc.ods import merge as ods_merge
@@ -194,3 +195,60 @@ def test_full_image_days_read_the_state_again_only_for_a_replay(spark, table_sto
         )
         ods_merge.publish(store, table, branch, staged, main)
         assert _stored(store, day, table=table) == _comparable(collect_state(expected)), day
+
+
+@pytest.mark.parametrize("broadcast_max_rows", [1_000_000, 0])
+def test_the_general_path_is_merge_day_restricted_to_the_day_keys(spark, broadcast_max_rows):
+    """`day_rows` without the small-day path (`small_max_keys=0`), its look broadcast or not: the state's
+    untouched rows plus its rows are `merge_day`'s result, row for row, over random days (partial images,
+    deletes, key changes, replays). A day that deletes no key and touches no tombstone tells so (`tombstones`
+    false: `ods_state` is not written); one that deletes tells the opposite."""
+    base_rows, day1, day2 = _days(911)
+    base = state_frame(spark, base_rows, COLUMNS).localCheckpoint()
+    on = " AND ".join(f"b.`{k}` <=> r.`{k}`" for k in KEY)
+    for changes in (changes_frame(spark, day1), changes_frame(spark, day1 + day2)):
+        merged = ods_merge.day_rows(
+            base, changes, KEY, shard_column=SHARD, small_max_keys=0, broadcast_max_rows=broadcast_max_rows
+        )
+        untouched = base.alias("b").join(merged.rows.alias("r"), F.expr(on), "left_anti")
+        got = _comparable(collect_state(untouched.unionByName(merged.rows)))
+        assert got == _comparable(collect_state(merge_day(base, changes, KEY, shard_column=SHARD)))
+        assert merged.tombstones and merged.count == merged.rows.count()
+
+    where = {"table": "t0"}
+    fresh = changes_frame(spark, [change("c", 10**9, after={"scn": 99, "id": 99, "a": "new"}, **where)])
+    merged = ods_merge.day_rows(base, fresh, KEY, shard_column=SHARD, small_max_keys=0)
+    assert (merged.count, merged.live, merged.held, merged.tombstones) == (1, 1, 0, False)
+
+
+def test_a_replayed_delete_older_than_the_state_keeps_the_row_on_the_general_path(spark):
+    """A key whose last event deletes it makes no column lacking (the look stays key-only on a day of full images),
+    but a replayed delete older than the key's state row leaves that row live: its values are read again
+    (`_replayed` counts the delete's position). A newer delete tombstones the row. As `merge_day` gives them."""
+    where = {"table": "t0"}
+
+    def image(key: int, text: str) -> dict:
+        return {"scn": 0, "id": key, "a": text, "b": key * 10, "c": key}
+
+    base = state_frame(
+        spark,
+        [
+            {**image(1, "kept"), "source_table": "t0", SEQ: seq_of(500), DELETED: False},
+            {**image(2, "gone"), "source_table": "t0", SEQ: seq_of(100), DELETED: False},
+        ],
+        COLUMNS,
+    ).localCheckpoint()
+    changes = changes_frame(
+        spark,
+        [
+            change("d", 300, before=image(1, "kept"), **where),  # a replay older than the state's row
+            change("d", 600, before=image(2, "gone"), **where),
+            change("c", 700, after=image(3, "new"), **where),
+        ],
+    )
+    merged = ods_merge.day_rows(base, changes, KEY, shard_column=SHARD, small_max_keys=0)
+    expected = merge_day(base, changes, KEY, shard_column=SHARD)
+    rows = collect_state(expected)
+    assert {r["id"]: r["a"] for r in rows if not r[DELETED]} == {1: "kept", 3: "new"}
+    assert [r["id"] for r in rows if r[DELETED]] == [2]
+    assert _comparable(collect_state(merged.rows)) == _comparable(collect_state(expected))
