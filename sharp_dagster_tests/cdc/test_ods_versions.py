@@ -219,36 +219,3 @@ def test_the_general_path_is_merge_day_restricted_to_the_day_keys(spark, broadca
     fresh = changes_frame(spark, [change("c", 10**9, after={"scn": 99, "id": 99, "a": "new"}, **where)])
     merged = ods_merge.day_rows(base, fresh, KEY, shard_column=SHARD, small_max_keys=0)
     assert (merged.count, merged.live, merged.held, merged.tombstones) == (1, 1, 0, False)
-
-
-def test_a_replayed_delete_older_than_the_state_keeps_the_row_on_the_general_path(spark):
-    """A key whose last event deletes it makes no column lacking (the look stays key-only on a day of full images),
-    but a replayed delete older than the key's state row leaves that row live: its values are read again
-    (`_replayed` counts the delete's position). A newer delete tombstones the row. As `merge_day` gives them."""
-    where = {"table": "t0"}
-
-    def image(key: int, text: str) -> dict:
-        return {"scn": 0, "id": key, "a": text, "b": key * 10, "c": key}
-
-    base = state_frame(
-        spark,
-        [
-            {**image(1, "kept"), "source_table": "t0", SEQ: seq_of(500), DELETED: False},
-            {**image(2, "gone"), "source_table": "t0", SEQ: seq_of(100), DELETED: False},
-        ],
-        COLUMNS,
-    ).localCheckpoint()
-    changes = changes_frame(
-        spark,
-        [
-            change("d", 300, before=image(1, "kept"), **where),  # a replay older than the state's row
-            change("d", 600, before=image(2, "gone"), **where),
-            change("c", 700, after=image(3, "new"), **where),
-        ],
-    )
-    merged = ods_merge.day_rows(base, changes, KEY, shard_column=SHARD, small_max_keys=0)
-    expected = merge_day(base, changes, KEY, shard_column=SHARD)
-    rows = collect_state(expected)
-    assert {r["id"]: r["a"] for r in rows if not r[DELETED]} == {1: "kept", 3: "new"}
-    assert [r["id"] for r in rows if r[DELETED]] == [2]
-    assert _comparable(collect_state(merged.rows)) == _comparable(collect_state(expected))

@@ -191,14 +191,10 @@ def _small_day_rows(base: DataFrame | None, delta: DataFrame, plan: MergePlan) -
 
 def _day_rows(flagged: DataFrame, plan: MergePlan, null_key: bool, broadcast_max_rows: int) -> DayRows:
     flagged = checkpoint(flagged)
-    # The day's key count (or the state's size when the day touches every row), its held keys, live rows and rows
-    # that write or remove a tombstone (a deleted row, a key `ods_state` holds): one job.
-    count, held, live, dead = flagged.agg(
-        F.count(F.lit(1)),
-        F.count_if(F.col(HELD)),
-        F.count_if(~F.col(DELETED_COLUMN)),
-        F.count_if(F.col(DELETED_COLUMN) | F.col(DEAD)),
-    ).first()
+    # One job: the day's keys (the state's rows when it touches all), held keys, live rows, tombstones to write.
+    deleted = F.col(DELETED_COLUMN)
+    counted = (F.lit(True), F.col(HELD), ~deleted, deleted | F.col(DEAD))
+    count, held, live, dead = flagged.agg(*[F.count_if(c) for c in counted]).first()
     small = count <= broadcast_max_rows
     return DayRows(
         flagged.drop(HELD, DEAD), plan, null_key, flagged, count, small, held, live, tombstones=dead > 0
@@ -206,17 +202,11 @@ def _day_rows(flagged: DataFrame, plan: MergePlan, null_key: bool, broadcast_max
 
 
 def _day_facts(delta: DataFrame, plan: MergePlan) -> DayFacts:
-    """The folded day's key count, null key, lacking columns and oldest setters, in one job over it.
-
-    A key whose last event deletes it needs no value of the state unless a replay leaves its state row newer than
-    that delete: it does not make a column lacking, and its delete counts as a setter of every column it has no
-    setter of (its position bounds the replays `_replayed` looks for, and `_needs` marks such a row)."""
-    last = F.col("__last")
+    """The folded day's key count, null key, lacking columns and oldest setters, in one job over it."""
     per_column = []
     for j in range(len(plan.values)):
         setter = F.col(f"__c{j}")
-        oldest = F.coalesce(setter["s"], F.when(last["del"], last["seq"]))
-        per_column += [F.max(setter.isNull() & ~last["del"]).alias(f"l{j}"), F.min(oldest).alias(f"o{j}")]
+        per_column += [F.max(setter.isNull()).alias(f"l{j}"), F.min(setter["s"]).alias(f"o{j}")]
     row = delta.agg(*stats_columns(plan), *per_column).first()
     values = list(enumerate(c for c, _ in plan.values))
     return DayFacts(
@@ -246,13 +236,9 @@ def _touched_state(
     day_keys = delta.select(*delta_key_names(plan))
     look = state.select(*_state_cols(plan, read)).join(hint(day_keys), on, "left_semi")
     unread = [(j, c) for j, (c, _) in enumerate(plan.values) if c not in read]
-    if (
-        not unread
-    ):  # the look read every value column: used once, by the result's join (no checkpoint of its own)
-        return look.select(*_state_cols(plan, read, fill=True))
-    found = checkpoint(look)
+    found = checkpoint(look) if unread else look  # every column read: the result's join is its one reader
     plain = found.select(*_state_cols(plan, read, fill=True))
-    if not _replayed(found, [facts.oldest_setter[c] for _, c in unread]):
+    if not unread or not _replayed(found, [facts.oldest_setter[c] for _, c in unread]):
         return plain
     wanted = [f"__n{j}" for j, _ in unread]
     needs = _needs(plan)
