@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from pyspark.sql import functions as F
 
 from sharp_dagster.cdc.merge.fold import merge_day
 from sharp_dagster.cdc.ods import merge as ods_merge
@@ -194,3 +195,27 @@ def test_full_image_days_read_the_state_again_only_for_a_replay(spark, table_sto
         )
         ods_merge.publish(store, table, branch, staged, main)
         assert _stored(store, day, table=table) == _comparable(collect_state(expected)), day
+
+
+@pytest.mark.parametrize("broadcast_max_rows", [1_000_000, 0])
+def test_the_general_path_is_merge_day_restricted_to_the_day_keys(spark, broadcast_max_rows):
+    """`day_rows` without the small-day path (`small_max_keys=0`), its look broadcast or not: the state's
+    untouched rows plus its rows are `merge_day`'s result, row for row, over random days (partial images,
+    deletes, key changes, replays). A day that deletes no key and touches no tombstone tells so (`tombstones`
+    false: `ods_state` is not written); one that deletes tells the opposite."""
+    base_rows, day1, day2 = _days(911)
+    base = state_frame(spark, base_rows, COLUMNS).localCheckpoint()
+    on = " AND ".join(f"b.`{k}` <=> r.`{k}`" for k in KEY)
+    for changes in (changes_frame(spark, day1), changes_frame(spark, day1 + day2)):
+        merged = ods_merge.day_rows(
+            base, changes, KEY, shard_column=SHARD, small_max_keys=0, broadcast_max_rows=broadcast_max_rows
+        )
+        untouched = base.alias("b").join(merged.rows.alias("r"), F.expr(on), "left_anti")
+        got = _comparable(collect_state(untouched.unionByName(merged.rows)))
+        assert got == _comparable(collect_state(merge_day(base, changes, KEY, shard_column=SHARD)))
+        assert merged.tombstones and merged.count == merged.rows.count()
+
+    where = {"table": "t0"}
+    fresh = changes_frame(spark, [change("c", 10**9, after={"scn": 99, "id": 99, "a": "new"}, **where)])
+    merged = ods_merge.day_rows(base, fresh, KEY, shard_column=SHARD, small_max_keys=0)
+    assert (merged.count, merged.live, merged.held, merged.tombstones) == (1, 1, 0, False)

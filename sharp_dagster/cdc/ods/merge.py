@@ -73,7 +73,7 @@ class DayRows:
     held: int = 0
     live: int = 0
     # `flagged` is held on the driver (`checkpoint.on_driver`: the small-day path), and does the day leave a tombstone
-    # to write or remove (a deleted row, or a key `ods_state` holds)? Unknown (True) on the general path.
+    # to write or remove (a deleted row, or a key `ods_state` holds)? Counted with `count` on the general path.
     local: bool = False
     tombstones: bool = True
 
@@ -191,12 +191,14 @@ def _small_day_rows(base: DataFrame | None, delta: DataFrame, plan: MergePlan) -
 
 def _day_rows(flagged: DataFrame, plan: MergePlan, null_key: bool, broadcast_max_rows: int) -> DayRows:
     flagged = checkpoint(flagged)
-    # The day's key count (or the state's size when the day touches every row), its held keys and live rows: one job.
-    count, held, live = flagged.agg(
-        F.count(F.lit(1)), F.count_if(F.col(HELD)), F.count_if(~F.col(DELETED_COLUMN))
-    ).first()
+    # One job: the day's keys (the state's rows when it touches all), held keys, live rows, tombstones to write.
+    deleted = F.col(DELETED_COLUMN)
+    counted = (F.lit(True), F.col(HELD), ~deleted, deleted | F.col(DEAD))
+    count, held, live, dead = flagged.agg(*[F.count_if(c) for c in counted]).first()
     small = count <= broadcast_max_rows
-    return DayRows(flagged.drop(HELD, DEAD), plan, null_key, flagged, count, small, held, live)
+    return DayRows(
+        flagged.drop(HELD, DEAD), plan, null_key, flagged, count, small, held, live, tombstones=dead > 0
+    )
 
 
 def _day_facts(delta: DataFrame, plan: MergePlan) -> DayFacts:
@@ -232,9 +234,10 @@ def _touched_state(
     hint = F.broadcast if small else (lambda df: df)
     read = facts.lacking
     day_keys = delta.select(*delta_key_names(plan))
-    found = checkpoint(state.select(*_state_cols(plan, read)).join(hint(day_keys), on, "left_semi"))
-    plain = found.select(*_state_cols(plan, read, fill=True))
+    look = state.select(*_state_cols(plan, read)).join(hint(day_keys), on, "left_semi")
     unread = [(j, c) for j, (c, _) in enumerate(plan.values) if c not in read]
+    found = checkpoint(look) if unread else look  # every column read: the result's join is its one reader
+    plain = found.select(*_state_cols(plan, read, fill=True))
     if not unread or not _replayed(found, [facts.oldest_setter[c] for _, c in unread]):
         return plain
     wanted = [f"__n{j}" for j, _ in unread]
