@@ -31,7 +31,9 @@ from sharp_dagster.spark.tables import TableRef
 log = logging.getLogger(__name__)
 
 MISFITS = "count_if(cast_errors IS NOT NULL)"  # typed image rows with a value that did not fit its type
-FEW_PARTITIONS = 4  # a checkpointed day of at most this many Spark partitions is counted in one task (`_one_task`)
+FEW_PARTITIONS = (
+    4  # a checkpointed day of at most this many Spark partitions is counted in one task (`_one_task`)
+)
 
 
 def images_whole(typed_rows: int, misfits: int, raw_rows: int) -> bool:
