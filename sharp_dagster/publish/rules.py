@@ -11,7 +11,6 @@ from contextlib import ExitStack
 from typing import Any
 
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetKey, Failure, MetadataValue
-from pyspark.sql import DataFrame
 
 from sharp_dagster.alerts import AlertSink
 from sharp_dagster.dqc.context import RuleContext
@@ -24,11 +23,12 @@ from sharp_dagster.periods import PARTITION_COLUMNS, Period
 from sharp_dagster.publish.run import PartitionRun, Staged
 from sharp_dagster.redact import scrub_text
 from sharp_dagster.spark.iceberg import IcebergTables
+from sharp_dagster.spark.one_task import one_task
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.spark.wap_range import StagedRange
 from sharp_dagster.warehouse.variables import period_variables
 
-# A staged partition of at most this many rows is scanned by its rules as one Spark partition (`scan_view`).
+# A staged partition of at most this many rows is scanned by its rules as one Spark partition (`spark/one_task.py`).
 SMALL_SCAN_ROWS = 100_000
 
 
@@ -55,19 +55,10 @@ def evaluate(
     with run.step("checks", source_type="spark") as rec:
         register_other_tables(store, rules, grains)
         runner = RuleRunner(store.spark, store=DqcStore(run.job_log.engine))
-        results = runner.run(
-            run.asset.job_name, key, scan_view(staged.read(store), staged.row_count), rules, ctx
-        )
+        scanned = one_task(staged.read(store), staged.row_count <= SMALL_SCAN_ROWS)
+        results = runner.run(run.asset.job_name, key, scanned, rules, ctx)
         record_checks(rec, staged, results)
     return results
-
-
-def scan_view(df: DataFrame, rows: int) -> DataFrame:
-    """The rows the rules read: a small partition (`rows` at most `SMALL_SCAN_ROWS`) as one Spark partition, so the
-    rules' merged scan (a global aggregate) needs no exchange and runs as one Spark job, not two (adaptive query
-    execution submits the exchange's stage as a job of its own). The same rows in the same order (`coalesce`
-    concatenates the partitions), so every rule's value and sample is the same."""
-    return df.coalesce(1) if rows <= SMALL_SCAN_ROWS else df
 
 
 def evaluate_range(

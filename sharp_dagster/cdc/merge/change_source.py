@@ -26,14 +26,14 @@ from sharp_dagster.cdc.landing.image_tables import read_typed_images
 from sharp_dagster.cdc.merge.fold import TABLE_EVENTS_AGGREGATE, DayEvents, day_events
 from sharp_dagster.spark.checkpoint import checkpoint
 from sharp_dagster.spark.iceberg import IcebergTables
+from sharp_dagster.spark.one_task import one_task
 from sharp_dagster.spark.tables import TableRef
 
 log = logging.getLogger(__name__)
 
 MISFITS = "count_if(cast_errors IS NOT NULL)"  # typed image rows with a value that did not fit its type
-FEW_PARTITIONS = (
-    4  # a checkpointed day of at most this many Spark partitions is counted in one task (`_one_task`)
-)
+# A checkpointed day of at most this many Spark partitions is counted in one task (`spark/one_task.py`).
+FEW_PARTITIONS = 4
 
 
 def images_whole(typed_rows: int, misfits: int, raw_rows: int) -> bool:
@@ -77,10 +77,8 @@ def day_changes(
 
 
 def _one_task(checkpointed: DataFrame) -> DataFrame:
-    """A checkpointed day of a few Spark partitions as one, for its counts: a global aggregate over one partition
-    needs no exchange, so it is one Spark job, not two (adaptive execution submits the exchange as a job of its
-    own); a day of many partitions keeps them (its count runs on every core)."""
-    return checkpointed.coalesce(1) if checkpointed.rdd.getNumPartitions() <= FEW_PARTITIONS else checkpointed
+    """A checkpointed day for its counts: one Spark job when it has few partitions (`one_task`)."""
+    return one_task(checkpointed, checkpointed.rdd.getNumPartitions() <= FEW_PARTITIONS)
 
 
 def range_changes(
