@@ -19,6 +19,36 @@ import bench_merge as bm
 HOURS = [f"{h:02d}" for h in range(24)]
 
 
+def premerge_calls(clock, store, table: str, day: str, landed, every: int = 1) -> list[dict]:
+    """Hours 00..22 of `day` pre-merged as they are marked done, `every` hours a call (1: one call per hour, as the
+    landing runs; more: a smoke run with fewer calls), each call's wall and CPU; `landed(done)`: the changes of the
+    hours `done`. Raises when a call did not pre-merge every hour done (a fallback)."""
+    from sharp_dagster.cdc.ods.premerge import premerge_hours
+
+    runs = []
+    for end in range(every, 23 + every, every):
+        done = HOURS[: min(end, 23)]
+        result = {}
+
+        def step(done=done, result=result) -> None:
+            result["r"] = premerge_hours(store, table, day, landed(done), done, ["id"])
+
+        runs.append(clock.time(step))
+        if result["r"].fallback or result["r"].absorbed != tuple(done):
+            raise RuntimeError(f"{day}: hours up to {done[-1]} were not pre-merged: {result['r']}")
+    return runs
+
+
+def publish_day(store, table: str, day: str, changes, branch: str):
+    """What runs after the day's last done marker, as the ODS asset runs it: the day's `changes` staged by
+    `ods_stage.stage` on `branch` and published. Returns the staged day."""
+    from sharp_dagster.cdc.ods import stage as ods_stage
+
+    staged = ods_stage.stage(store, table, branch, ([day], []), lambda _: (changes, None), ["id"])
+    staged.publish(store)
+    return staged
+
+
 class Latency:
     """The two paths on one ODS table of their own (`ods.latency_<rows>`), each run rolled back to the previous
     day (untimed) before the next."""
@@ -41,16 +71,12 @@ class Latency:
 
     def day_end(self, name: str) -> None:
         """What runs after the last done marker: the day's changes read, staged, published."""
-        from sharp_dagster.cdc.ods import stage as ods_stage
         from sharp_dagster.spark.checkpoint import checkpoint
 
         self.runs += 1
-        store = self.ds.store
         changes = checkpoint(self.ds.images())
         changes.count()
-        branch = f"stage_{bm.DAY}_{self.runs}"
-        staged = ods_stage.stage(store, self.table, branch, ([bm.DAY], []), lambda _: (changes, None), ["id"])
-        staged.publish(store)
+        staged = publish_day(self.ds.store, self.table, bm.DAY, changes, f"stage_{bm.DAY}_{self.runs}")
         self.heads[name] = staged.days[0].heads
 
     def hours(self, every: int = 1) -> dict:
@@ -58,21 +84,15 @@ class Latency:
         landing runs; more: a smoke run with fewer calls): each call's wall and CPU."""
         from pyspark.sql import functions as F
 
-        from sharp_dagster.cdc.ods.premerge import premerge_hours
-
         images = self.ds.images()
-        runs = []
-        for end in range(every, 23 + every, every):
-            done = HOURS[: min(end, 23)]
-            landed = images.where(F.col("hour").isin(*done))
-            result = {}
-
-            def step(done=done, landed=landed, result=result) -> None:
-                result["r"] = premerge_hours(self.ds.store, self.table, bm.DAY, landed, done, ["id"])
-
-            runs.append(self.clock.time(step))
-            if result["r"].fallback or result["r"].absorbed != tuple(done):
-                raise RuntimeError(f"hours up to {done[-1]} were not pre-merged: {result['r']}")
+        runs = premerge_calls(
+            self.clock,
+            self.ds.store,
+            self.table,
+            bm.DAY,
+            lambda done: images.where(F.col("hour").isin(*done)),
+            every,
+        )
         return {
             "hours": 23,
             "calls": len(runs),

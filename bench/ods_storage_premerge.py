@@ -26,8 +26,8 @@ import sys
 from datetime import date, timedelta
 
 import bench_merge as bm
+from ods_latency import premerge_calls, publish_day
 
-HOURS = [f"{h:02d}" for h in range(24)]
 PATHS = ("plain", "premerged")
 
 
@@ -124,34 +124,15 @@ class Paths:
 
     def premerge(self, day: str) -> list[dict]:
         """Hours 00..22 of `day` pre-merged as they are marked done, `every` hours a call."""
-        from sharp_dagster.cdc.ods.premerge import premerge_hours
-
-        runs = []
-        for end in range(self.every, 23 + self.every, self.every):
-            done = HOURS[: min(end, 23)]
-            result = {}
-
-            def step(done=done, result=result) -> None:
-                landed = self.changes(day, done)
-                result["r"] = premerge_hours(
-                    self.ds.store, self.tables["premerged"], day, landed, done, ["id"]
-                )
-
-            runs.append(self.clock.time(step))
-            if result["r"].fallback or result["r"].absorbed != tuple(done):
-                raise RuntimeError(f"{day}: hours up to {done[-1]} were not pre-merged: {result['r']}")
-        return runs
+        table = self.tables["premerged"]
+        return premerge_calls(
+            self.clock, self.ds.store, table, day, lambda done: self.changes(day, done), self.every
+        )
 
     def publish(self, path: str, day: str) -> None:
         """What runs after the day's last done marker: the day read, staged, published (the ODS asset's path)."""
-        from sharp_dagster.cdc.ods import stage as ods_stage
-
         self.runs += 1
-        changes = self.changes(day)
-        branch = f"stage_{day}_{self.runs}"
-        table = self.tables[path]
-        staged = ods_stage.stage(self.ds.store, table, branch, ([day], []), lambda _: (changes, None), ["id"])
-        staged.publish(self.ds.store)
+        publish_day(self.ds.store, self.tables[path], day, self.changes(day), f"stage_{day}_{self.runs}")
 
     def upkeep(self, path: str, retention: int) -> int:
         """The daily upkeep of both tables of `path`; returns the data files its compactions rewrote."""
