@@ -41,6 +41,7 @@ BENCHMARKS = {
     "profiles": "bench_profiles.py",
     "ods_layout": "bench_ods_layout.py",
     "breadth": "bench_breadth.py",
+    "source_day": "bench_source_day.py",
 }
 
 
@@ -293,7 +294,21 @@ def headline(name: str, r: dict) -> tuple[str, str, str, str]:
             ">= 0.8x one table",
             "yes" if c["ratio"] >= c["target_ratio"] else "no",
         )
+    if name == "source_day":
+        return _source_day_headline(r)
     return (name, json.dumps(r)[:200], "", "")
+
+
+def _source_day_headline(r: dict) -> tuple[str, str, str, str]:
+    pa, sd = r["per_asset"], r["source_day"][0]
+    ratio = sd["s_per_table_day"] / pa["s_per_table_day"]
+    return (
+        f"a source's ODS day: {sd['tables']} tables in one run vs one run per table ({pa['tables']})",
+        f"{sd['s_per_table_day']} s vs {pa['s_per_table_day']} s per table-day ({ratio:.2f}x), "
+        f"{sd['spark_jobs_per_table_day']} vs {pa['spark_jobs_per_table_day']} Spark jobs; whole day {sd['wall_s']} s",
+        "<= 0.2x",
+        "yes" if ratio <= 0.2 else "no",
+    )
 
 
 def _merge_headline(r: dict) -> tuple[str, str, str, str]:

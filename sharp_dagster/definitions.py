@@ -19,8 +19,9 @@ from dagster import (
     in_process_executor,
 )
 
-from sharp_dagster.assets.cdc_assets import build_landing_asset, build_ods_merge_asset, source_specs
+from sharp_dagster.assets.cdc_assets import build_landing_asset, source_specs
 from sharp_dagster.assets.lineage_meta import governance_check, lineage_metadata, with_explorer_links
+from sharp_dagster.assets.ods_source import build_ods_source_asset, source_job_name
 from sharp_dagster.assets.ods_upkeep import GROUP as UPKEEP_GROUP
 from sharp_dagster.assets.ods_upkeep import build_ods_upkeep_asset
 from sharp_dagster.assets.quality import load_project_rules
@@ -82,9 +83,25 @@ for _source, _db, _topic in landing_assets():
     _specs = source_specs(physical_tables(_db), _db)
     cdc_source_assets += _specs
     landing.append(build_landing_asset(_source, _db, _topic, [s.key for s in _specs]))
+# Each database's ODS tables as one subsettable multi-asset (`assets/ods_source.py`): a source's day is one run, each
+# table still its own asset `ods/<table>`; and one job per database, `ods_<db>`, for that day.
+_ods_by_db: dict[str, list] = {}
+for _t in ods_tables():
+    _ods_by_db.setdefault(_t.database, []).append(_t)
 ods_assets = [
-    build_ods_merge_asset(t, RULES.get(t.asset_key_str), GRAINS, LAYOUT.log_assets[t.asset_key_str])
-    for t in ods_tables()
+    build_ods_source_asset(_db, _ts, RULES, GRAINS, LAYOUT.log_assets)
+    for _db, _ts in sorted(_ods_by_db.items())
+]
+# The log-driven sensor launches a database's pending ODS tables of one day as one run of its multi-asset.
+TOGETHER = {t.asset_key_str: source_job_name(_db) for _db, _ts in _ods_by_db.items() for t in _ts}
+ods_source_jobs = [
+    define_asset_job(
+        source_job_name(_db),
+        selection=AssetSelection.assets(*[AssetKey(["ods", t.name]) for t in _ts]),
+        partitions_def=partitions_for("daily", _ts[0].start),
+        description=f"The day of every ODS table of `{_db}` in one run (each table its own asset and checks).",
+    )
+    for _db, _ts in sorted(_ods_by_db.items())
 ]
 # Compaction and tag/snapshot expiry of every ODS table (`assets/ods_upkeep.py`), on a schedule of their own.
 upkeep_assets = [build_ods_upkeep_asset(t) for t in ods_tables()]
@@ -155,14 +172,17 @@ defs = Definitions(
         *with_explorer_links(upkeep_assets),
     ],
     asset_checks=governance_checks,
-    jobs=[warehouse_job, landing_job, upkeep_job, *source_jobs],
+    jobs=[warehouse_job, landing_job, upkeep_job, *source_jobs, *ods_source_jobs],
     schedules=[upkeep_schedule],
     sensors=[
-        build_log_driven_sensor({k: a for k, a in LOG_ASSETS.items() if k not in _own_keys}),
+        build_log_driven_sensor(
+            {k: a for k, a in LOG_ASSETS.items() if k not in _own_keys}, together=TOGETHER
+        ),
         *[
             build_log_driven_sensor(
                 {k.to_user_string(): LOG_ASSETS[k.to_user_string()] for k in _own_ods[sid]},
                 name=f"log_driven_sensor_{re.sub(r'[^A-Za-z0-9_]', '_', sid)}",
+                together=TOGETHER,
             )
             for sid in sorted(_own_start)
         ],

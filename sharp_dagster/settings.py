@@ -75,6 +75,22 @@ def ods_compact_options() -> dict[str, str]:
     return DEFAULT_ODS_COMPACT_OPTIONS | given
 
 
+ODS_SOURCE_THREADS_ENV = "SHARP_ODS_SOURCE_THREADS"
+# How many ODS tables of a source's day run at once in its run (`assets/ods_source.py`): Spark runs the jobs of
+# several threads together; measured in bench/RESULTS.md `source_day`.
+DEFAULT_ODS_SOURCE_THREADS = 2
+
+
+def ods_source_threads() -> int:
+    """`SHARP_ODS_SOURCE_THREADS`: how many ODS tables one source's run works on at once; default 2."""
+    text = os.environ.get(ODS_SOURCE_THREADS_ENV, "").strip()
+    if not text:
+        return DEFAULT_ODS_SOURCE_THREADS
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{ODS_SOURCE_THREADS_ENV}: expected a whole number of threads >= 1, got {text!r}")
+    return int(text)
+
+
 def ods_upkeep_cron() -> str:
     """`SHARP_ODS_UPKEEP_CRON`: when the ODS upkeep runs (a cron expression, UTC); default 04:30 every day."""
     return os.environ.get(ODS_UPKEEP_CRON_ENV, "").strip() or DEFAULT_ODS_UPKEEP_CRON

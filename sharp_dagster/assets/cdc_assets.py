@@ -272,47 +272,78 @@ def alert_quarantine(jl, handle, run_id: str | None, result) -> bool:
         return False
 
 
+def ods_description(ods_table: OdsTable) -> str:
+    name = ods_table.name
+    return (
+        f"The source table `{ods_table.database}.{name}` rebuilt from the binlog: its current state, each "
+        f"published day a version read as `ods.{name} VERSION AS OF 'YYYY-MM-DD'` (the previous day's state "
+        f"plus the day's changes, ordered by binlog position; deleted keys kept as tombstones in "
+        f"ods_state.{name}). Merge key: {', '.join(ods_table.key_columns())}."
+    )
+
+
+def ods_landing_dep(ods_table: OdsTable) -> AssetDep:
+    """An ODS day reads the day's hours of its database's raw binlog."""
+    return AssetDep(
+        AssetKey(["original_binlog", ods_table.database]), partition_mapping=TimeWindowPartitionMapping()
+    )
+
+
+def ods_metadata(ods_table: OdsTable) -> dict[str, str]:
+    return {"dagster/table_name": f"ods.{ods_table.name}", "merge_key": ", ".join(ods_table.key_columns())}
+
+
+def ods_check_specs(ods_table: OdsTable, rules, partitions_def) -> list:
+    """An ODS table's checks: its quality rules and its schema check."""
+    return [
+        *quality.check_specs(["ods", ods_table.name], list(rules or []), partitions_def),
+        schema_check_spec(ods_table, partitions_def),
+    ]
+
+
+def ods_publish(
+    ods_table: OdsTable, spark_resource, rules, grains, log_asset: LogDrivenAsset
+) -> AssetPublish:
+    """What the lifecycle publishes an ODS table's days with (`publish/materialize.materialize_partitions`)."""
+    merge = OdsMerge(ods_table, spark_resource)
+    # A dropped/renamed/retyped column some DWD/ADS column reads.
+    schema_check = OdsSchemaCheck(ods_table)
+    return AssetPublish(
+        ods_ref(ods_table.name),
+        "daily",
+        log_asset,
+        merge,
+        list(rules or []),
+        grains,
+        merge.stage_range,
+        schema_check,
+    )
+
+
 def build_ods_merge_asset(
     ods_table: OdsTable, rules, grains: dict[str, str], log_asset: LogDrivenAsset
 ) -> AssetsDefinition:
-    name = ods_table.name
+    """One ODS table as an asset of its own (a run per table; the code location builds a source's tables as one
+    multi-asset: `assets/ods_source.py`)."""
     partitions_def = partitions_for("daily", ods_table.start)
-    rules = list(rules or [])
-    schema_check = OdsSchemaCheck(ods_table)  # a dropped/renamed/retyped column some DWD/ADS column reads
 
     @asset(
-        key=["ods", name],
+        key=["ods", ods_table.name],
         group_name=database_group("ods", ods_table.database),
-        description=(
-            f"The source table `{ods_table.database}.{name}` rebuilt from the binlog: its current state, each "
-            f"published day a version read as `ods.{name} VERSION AS OF 'YYYY-MM-DD'` (the previous day's state "
-            f"plus the day's changes, ordered by binlog position; deleted keys kept as tombstones in "
-            f"ods_state.{name}). Merge key: {', '.join(ods_table.key_columns())}."
-        ),
+        description=ods_description(ods_table),
         partitions_def=partitions_def,
         backfill_policy=BackfillPolicy.single_run(),
-        deps=[
-            AssetDep(
-                AssetKey(["original_binlog", ods_table.database]),
-                partition_mapping=TimeWindowPartitionMapping(),
-            )
-        ],
+        deps=[ods_landing_dep(ods_table)],
         io_manager_key="warehouse_io_manager",
         required_resource_keys={"spark"},
         kinds={"spark", "cdc"},
-        check_specs=[
-            *quality.check_specs(["ods", name], rules, partitions_def),
-            schema_check_spec(ods_table, partitions_def),
-        ],
-        metadata={"dagster/table_name": f"ods.{name}", "merge_key": ", ".join(ods_table.key_columns())},
+        check_specs=ods_check_specs(ods_table, rules, partitions_def),
+        metadata=ods_metadata(ods_table),
     )
     def _merge(context):
         # A single-run backfill of several days goes as one batch: the days merged one after the other on one
         # branch, each day's rules against its snapshot, one publish tagging every day (`publish/range.py`).
-        merge = OdsMerge(ods_table, context.resources.spark)
-        publish = AssetPublish(
-            ods_ref(name), "daily", log_asset, merge, rules, grains, merge.stage_range, schema_check
-        )
+        publish = ods_publish(ods_table, context.resources.spark, rules, grains, log_asset)
         yield from materialize_partitions(context, publish, batch=True)
 
     return _merge

@@ -11,10 +11,14 @@ fully elapsed only). For each asset the sensor requests the head of its queue wh
   (`sharp-dagster log rerun`), or raises the limit.
 
 The run key carries the attempt number, so a retry is a new run while a repeated tick never launches twice.
+
+Assets that run together (`together`: the ODS tables of one CDC database, one multi-asset: `assets/ods_source.py`)
+whose heads are the same period go as ONE run of them all: a source's day is one run, not one per table.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 
 from dagster import (
@@ -49,8 +53,10 @@ def plan_requests(
     assets: Mapping[str, LogDrivenAsset],
     in_flight: set[str],
     max_attempts: int = 3,
+    together: Mapping[str, str] | None = None,
 ) -> tuple[list[RunRequest], list[str]]:
-    """The run requests of one tick, and why each other asset waits (for the tick's log)."""
+    """The run requests of one tick, and why each other asset waits (for the tick's log); the heads of assets of
+    one `together` group (asset name -> group) of the same period as one request."""
     jl = job_log()
     requests: list[RunRequest] = []
     waiting: list[str] = []
@@ -95,7 +101,35 @@ def plan_requests(
                 tags={ASSET_TAG: name, "sharp/launched_by": "log_driven_sensor"},
             )
         )
-    return requests, waiting
+    return run_together(requests, together or {}), waiting
+
+
+def run_together(requests: list[RunRequest], together: Mapping[str, str]) -> list[RunRequest]:
+    """`requests` with those of one group and period merged into one run of all their assets (its run key names each
+    asset's attempt, so a retry of any of them is a new run)."""
+    out: list[RunRequest] = []
+    groups: dict[tuple[str, str], list[RunRequest]] = {}
+    for request in requests:
+        group = together.get(request.tags[ASSET_TAG])
+        if group is None:
+            out.append(request)
+        else:
+            groups.setdefault((group, request.partition_key), []).append(request)
+    for (group, partition_key), members in groups.items():
+        if len(members) == 1:
+            out.append(members[0])
+            continue
+        # Each member's own key (asset, period, attempt), hashed: another set of members is another run.
+        members_key = hashlib.sha256("\n".join(sorted(r.run_key for r in members)).encode()).hexdigest()[:16]
+        out.append(
+            RunRequest(
+                run_key=f"{group}:{partition_key}:{len(members)} assets:{members_key}",
+                partition_key=partition_key,
+                asset_selection=[key for r in members for key in r.asset_selection],
+                tags={ASSET_TAG: group, "sharp/launched_by": "log_driven_sensor"},
+            )
+        )
+    return out
 
 
 def _alert_stuck(name: str, partition_key: str, attempts: int) -> None:
@@ -114,6 +148,7 @@ def build_log_driven_sensor(
     max_attempts: int = 3,
     minimum_interval_seconds: int = 30,
     name: str = "log_driven_sensor",
+    together: Mapping[str, str] | None = None,
 ):
     # One sensor's target shares one partitions definition: a source with its own start gets a sensor of its own.
     keys = [AssetKey(parts(name)) for name in sorted(assets)]
@@ -132,7 +167,7 @@ def build_log_driven_sensor(
                 in_flight.add(run.tags[ASSET_TAG])
             for key in run.asset_selection or ():
                 in_flight.add(key.to_user_string())
-        requests, waiting = plan_requests(assets, in_flight, max_attempts)
+        requests, waiting = plan_requests(assets, in_flight, max_attempts, together)
         for line in waiting[:20]:
             context.log.info(line)
         if not requests:

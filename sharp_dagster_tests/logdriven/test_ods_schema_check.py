@@ -26,23 +26,22 @@ ORDERS = AssetKey(["ods", "orders"])
 
 
 def assets_with(feed, schema_check):
-    """The project's assets, ods/orders built by its own factory with the source's `schema_check` set."""
+    """The project's assets, the shop's ODS multi-asset built by its own factory with the source's `schema_check`
+    set for ods/orders."""
     from dagster import AssetsDefinition
 
     from sharp_dagster import definitions
-    from sharp_dagster.assets.cdc_assets import build_ods_merge_asset
+    from sharp_dagster.assets.ods_source import build_ods_source_asset
     from sharp_dagster.warehouse.cdc_layout import ods_tables
 
     table = next(t for t in ods_tables() if t.name == "orders")
     table = dataclasses.replace(table, source=dataclasses.replace(table.source, schema_check=schema_check))
-    orders = build_ods_merge_asset(
-        table,
-        definitions.RULES["ods/orders"],
-        definitions.GRAINS,
-        definitions.LAYOUT.log_assets["ods/orders"],
+    tables = [table if t.name == "orders" else t for t in ods_tables() if t.database == table.database]
+    source = build_ods_source_asset(
+        table.database, tables, definitions.RULES, definitions.GRAINS, definitions.LAYOUT.log_assets
     )
-    others = [a for a in feed.defs.assets if not (isinstance(a, AssetsDefinition) and a.keys == orders.keys)]
-    return [*others, orders]
+    others = [a for a in feed.defs.assets if not (isinstance(a, AssetsDefinition) and a.keys & source.keys)]
+    return [*others, source]
 
 
 def run_days(feed, assets, first, last):

@@ -119,11 +119,13 @@ def test_sensor_launches_only_the_earliest_pending_period(own_feed):
     )
     feed.land("2024-01-03")
     result = sensor(build_sensor_context(instance=instance))
-    requests = {tuple(r.asset_selection)[0].to_user_string(): r for r in result.run_requests}
+    requests = {key.to_user_string(): r for r in result.run_requests for key in r.asset_selection}
     # ods/product is done through 2024-01-02: its next period is 2024-01-03; the other ODS tables start at the
-    # beginning; DWD/ADS wait for their upstreams' periods.
+    # beginning, as ONE run of the shop's ODS multi-asset; DWD/ADS wait for their upstreams' periods.
     assert requests["ods/product"].partition_key == "2024-01-03"
     assert requests["ods/orders"].partition_key == "2024-01-01"
     assert "dwd/order_detail" not in requests and "ads/gmv_by_category" not in requests
-    assert requests["ods/orders"].run_key == "ods/orders:2024-01-01:attempt-1"
+    together = sorted(k.to_user_string() for k in requests["ods/orders"].asset_selection)
+    assert together == ["ods/order_item", "ods/orders", "ods/user_info"], together
+    assert requests["ods/orders"].run_key.startswith("ods_shop:2024-01-01:3 assets:")
     assert requests["ods/product"].run_key == "ods/product:2024-01-03:attempt-1"

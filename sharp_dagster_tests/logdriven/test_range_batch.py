@@ -368,21 +368,28 @@ SETTLED = {
 
 
 def with_orders_rule(feed, raw):
-    """The project's assets, ods/orders built by its own factory with one more rule."""
+    """The project's assets, the shop's ODS multi-asset built by its own factory with one more rule of ods/orders."""
     from dagster import AssetsDefinition
 
     from sharp_dagster import definitions
-    from sharp_dagster.assets.cdc_assets import build_ods_merge_asset
+    from sharp_dagster.assets.ods_source import build_ods_source_asset
     from sharp_dagster.dqc.rule_validation import build_rule
     from sharp_dagster.warehouse.cdc_layout import ods_tables
 
-    table = next(t for t in ods_tables() if t.name == "orders")
-    rules = [*definitions.RULES["ods/orders"], build_rule(raw, None, None)]
-    orders = build_ods_merge_asset(
-        table, rules, definitions.GRAINS, definitions.LAYOUT.log_assets["ods/orders"]
+    database = next(t for t in ods_tables() if t.name == "orders").database
+    rules = {
+        **definitions.RULES,
+        "ods/orders": [*definitions.RULES["ods/orders"], build_rule(raw, None, None)],
+    }
+    source = build_ods_source_asset(
+        database,
+        [t for t in ods_tables() if t.database == database],
+        rules,
+        definitions.GRAINS,
+        definitions.LAYOUT.log_assets,
     )
-    others = [a for a in feed.defs.assets if not (isinstance(a, AssetsDefinition) and a.keys == orders.keys)]
-    return [*others, orders]
+    others = [a for a in feed.defs.assets if not (isinstance(a, AssetsDefinition) and a.keys & source.keys)]
+    return [*others, source]
 
 
 def test_a_rerun_publishes_nothing_when_a_later_days_rebuilt_state_fails_a_strong_rule(own_feed, spark):
