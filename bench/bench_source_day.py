@@ -94,7 +94,9 @@ def bootstrap_states(store, tables: list[str]) -> None:
     schema += "_is_deleted boolean"
     rows = [(i, f"c{i}", Decimal("1.00") * i, None, Decimal(0), False) for i in range(1, ROWS + 1)]
     frame = store.spark.createDataFrame(rows, schema).localCheckpoint()
-    ods_merge.write_state(store, tables[0], BOOT, frame, ["id"])  # the namespaces made once, before the threads
+    ods_merge.write_state(
+        store, tables[0], BOOT, frame, ["id"]
+    )  # the namespaces made once, before the threads
     with ThreadPoolExecutor(max_workers=4) as pool:  # set-up only: not measured
         list(pool.map(lambda t: ods_merge.write_state(store, t, BOOT, frame, ["id"]), tables[1:]))
 

@@ -15,7 +15,8 @@
   `ods.<table>` and its tombstones `ods_state.<table>`, cut at the previous day's tag (`cdc/ods/stage.py`); after
   the strong rules (against the day's staged state) `main` is moved to the branch and the day tagged
   `'YYYY-MM-DD'`, through the one lifecycle of every log-driven asset (`sharp_dagster.publish`). A re-run of a day
-  while later days are published re-merges and re-publishes every later day after it (`read_later` step).
+  while later days are published re-merges and re-publishes every later day after it (`read_later` step). The code
+  location builds a database's ODS tables as one multi-asset from the pieces here (`assets/ods_source.py`).
 """
 
 from __future__ import annotations

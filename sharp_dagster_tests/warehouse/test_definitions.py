@@ -136,6 +136,11 @@ def test_a_source_with_its_own_start_gets_its_own_partitions_jobs_and_sensor(tmp
     ]
     jobs = {line.split(" ", 2)[1]: line.split(" ", 2)[2] for line in lines if line.startswith("job ")}
     assert jobs["ods_daily_mine_db"] == "['ods/ledger']"
+    # One ODS job per database: a day of it is one run of the database's multi-asset.
+    assert jobs["ods_mine"] == "['ods/ledger']"
+    assert jobs["ods_shop"] == "['ods/order_item', 'ods/orders', 'ods/product', 'ods/user_info']", jobs[
+        "ods_shop"
+    ]
     assert jobs["binlog_hourly_mine_db"] == "['original_binlog/mine']"
     assert "ods/ledger" not in jobs["warehouse_daily"] and "ods/orders" in jobs["warehouse_daily"]
     assert "original_binlog/mine" not in jobs["binlog_hourly"]
