@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from contextlib import AbstractContextManager, nullcontext
 
@@ -55,11 +56,23 @@ def failpoint(name: str, quiet: AbstractContextManager[object] | None = None) ->
     if action is None:
         return
     if action == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)  # fatal: every thread of the process ends at once
     elif action == "stop":
         with quiet or nullcontext():
-            os.kill(os.getpid(), signal.SIGSTOP)
+            to_this_thread(signal.SIGSTOP)
     elif action == "raise":
         raise FailpointError(f"fail point {name}")
     else:
         time.sleep(float(action.split(":", 1)[1]))
+
+
+def to_this_thread(sig: int) -> None:
+    """Stop the process at this very line of the calling thread.
+
+    `SIGSTOP` stops the whole process however it is sent, but not at the same moment: sent to the process
+    (`os.kill(os.getpid(), ...)`), the kernel hands it to the main thread, and a fail point reached on another thread (a table's lifecycle on `assets/ods_source.py`'s pool) runs on until the main thread is
+    scheduled and stops the rest. On a busy machine that was far enough to begin the next step's job-log
+    transaction: the process froze holding SQLite's write lock, and every other run's write waited 30 s and failed
+    with `database is locked`. Sent to this thread (`pthread_kill`), the signal is this thread's own and acts before
+    the call returns."""
+    signal.pthread_kill(threading.get_ident(), sig)
