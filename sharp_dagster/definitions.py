@@ -88,20 +88,21 @@ for _source, _db, _topic in landing_assets():
 _ods_by_db: dict[str, list] = {}
 for _t in ods_tables():
     _ods_by_db.setdefault(_t.database, []).append(_t)
-ods_assets = [
-    build_ods_source_asset(_db, _ts, RULES, GRAINS, LAYOUT.log_assets)
+_ods_sources = {
+    _db: build_ods_source_asset(_db, _ts, RULES, GRAINS, LAYOUT.log_assets)
     for _db, _ts in sorted(_ods_by_db.items())
-]
+}
+ods_assets = list(_ods_sources.values())
 # The log-driven sensor launches a database's pending ODS tables of one day as one run of its multi-asset.
 TOGETHER = {t.asset_key_str: source_job_name(_db) for _db, _ts in _ods_by_db.items() for t in _ts}
 ods_source_jobs = [
     define_asset_job(
         source_job_name(_db),
-        selection=AssetSelection.assets(*[AssetKey(["ods", t.name]) for t in _ts]),
-        partitions_def=partitions_for("daily", _ts[0].start),
+        selection=AssetSelection.assets(*_source.keys),
+        partitions_def=_source.partitions_def,  # the source's one daily definition (`build_ods_source_asset`)
         description=f"The day of every ODS table of `{_db}` in one run (each table its own asset and checks).",
     )
-    for _db, _ts in sorted(_ods_by_db.items())
+    for _db, _source in _ods_sources.items()
 ]
 # Compaction and tag/snapshot expiry of every ODS table (`assets/ods_upkeep.py`), on a schedule of their own.
 upkeep_assets = [build_ods_upkeep_asset(t) for t in ods_tables()]

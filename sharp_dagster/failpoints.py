@@ -70,8 +70,9 @@ def to_this_thread(sig: int) -> None:
     """Stop the process at this very line of the calling thread.
 
     `SIGSTOP` stops the whole process however it is sent, but not at the same moment: sent to the process
-    (`os.kill(os.getpid(), ...)`), the kernel hands it to the main thread, and a fail point reached on another thread (a table's lifecycle on `assets/ods_source.py`'s pool) runs on until the main thread is
-    scheduled and stops the rest. On a busy machine that was far enough to begin the next step's job-log
+    (`os.kill(os.getpid(), ...)`), the kernel hands it to the main thread, and a fail point reached on another
+    thread (a table's lifecycle on `assets/ods_source.py`'s pool) runs on until the main thread is scheduled and
+    stops the rest. On a busy machine that was far enough to begin the next step's job-log
     transaction: the process froze holding SQLite's write lock, and every other run's write waited 30 s and failed
     with `database is locked`. Sent to this thread (`pthread_kill`), the signal is this thread's own and acts before
     the call returns."""

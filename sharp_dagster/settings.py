@@ -44,11 +44,20 @@ def parse_retention_days(text: str) -> int:
     >>> parse_retention_days("7"), parse_retention_days("")
     (7, 30)
     """
+    return parse_whole_number(ODS_TAG_RETENTION_ENV, text, DEFAULT_ODS_TAG_RETENTION_DAYS, "days")
+
+
+def parse_whole_number(variable: str, text: str, default: int, unit: str) -> int:
+    """A whole number >= 1 of `unit` as the environment variable `variable` spells it (empty: `default`).
+
+    >>> parse_whole_number("SHARP_X", " 3 ", 2, "threads"), parse_whole_number("SHARP_X", "", 2, "threads")
+    (3, 2)
+    """
     text = text.strip()
     if not text:
-        return DEFAULT_ODS_TAG_RETENTION_DAYS
+        return default
     if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"{ODS_TAG_RETENTION_ENV}: expected a whole number of days >= 1, got {text!r}")
+        raise ValueError(f"{variable}: expected a whole number of {unit} >= 1, got {text!r}")
     return int(text)
 
 
@@ -83,12 +92,12 @@ DEFAULT_ODS_SOURCE_THREADS = 2
 
 def ods_source_threads() -> int:
     """`SHARP_ODS_SOURCE_THREADS`: how many ODS tables one source's run works on at once; default 2."""
-    text = os.environ.get(ODS_SOURCE_THREADS_ENV, "").strip()
-    if not text:
-        return DEFAULT_ODS_SOURCE_THREADS
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"{ODS_SOURCE_THREADS_ENV}: expected a whole number of threads >= 1, got {text!r}")
-    return int(text)
+    return parse_whole_number(
+        ODS_SOURCE_THREADS_ENV,
+        os.environ.get(ODS_SOURCE_THREADS_ENV, ""),
+        DEFAULT_ODS_SOURCE_THREADS,
+        "threads",
+    )
 
 
 def ods_upkeep_cron() -> str:

@@ -4,9 +4,9 @@
 Sent to the process, SIGSTOP goes to the main thread, and the thread that reached the point ran on until the
 main thread was scheduled: on a busy machine into the next step's job-log transaction, so the frozen run held
 SQLite's write lock and the test's refused run failed with `database is locked` (`logdriven/test_kill.py`,
-`faults/test_takeover.py`). The child here plays that busy machine: pinned to one CPU, its main thread at the idle scheduling policy, so that
-the main thread only runs when the worker blocks: the worker, unless stopped at once, always gets into its
-transaction first.
+`faults/test_takeover.py`). The child here plays that busy machine: pinned to one CPU, its main thread at the
+idle scheduling policy, so that the main thread only runs when the worker blocks: the worker, unless stopped at
+once, always gets into its transaction first.
 """
 
 from __future__ import annotations
