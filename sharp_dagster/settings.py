@@ -50,7 +50,7 @@ def parse_retention_days(text: str) -> int:
 def parse_whole_number(variable: str, text: str, default: int, unit: str) -> int:
     """A whole number >= 1 of `unit` as the environment variable `variable` spells it (empty: `default`).
 
-    >>> parse_whole_number("SHARP_X", " 3 ", 2, "threads"), parse_whole_number("SHARP_X", "", 2, "threads")
+    >>> parse_whole_number("THREADS", " 3 ", 2, "threads"), parse_whole_number("THREADS", "", 2, "threads")
     (3, 2)
     """
     text = text.strip()
