@@ -260,11 +260,12 @@ def spark_jobs(spark) -> dict[int, tuple[float | None, float | None, str]]:
     return out
 
 
-def step_windows(instance, run_id: str) -> list[tuple[str, float, float, bool]]:
-    """(step key, start, end, materialized) of every step of a run, from its event log."""
+def step_windows(instance, run_id: str) -> list[tuple[str, float, float, int]]:
+    """(step key, start, end, assets it materialized) of every step of a run, from its event log: a multi-asset's
+    step (a source's ODS tables) counts each of its assets."""
     starts: dict[str, float] = {}
     out = []
-    materialized: set[str] = set()
+    materialized: dict[str, set] = defaultdict(set)
     for entry in instance.all_logs(run_id):
         ev = entry.dagster_event
         if ev is None or not ev.step_key:
@@ -273,10 +274,10 @@ def step_windows(instance, run_id: str) -> list[tuple[str, float, float, bool]]:
         if kind == "STEP_START":
             starts[ev.step_key] = entry.timestamp
         elif kind == "ASSET_MATERIALIZATION":
-            materialized.add(ev.step_key)
+            materialized[ev.step_key].add(ev.asset_key)
         elif kind in ("STEP_SUCCESS", "STEP_FAILURE", "STEP_SKIPPED") and ev.step_key in starts:
             out.append((ev.step_key, starts.pop(ev.step_key), entry.timestamp, False))
-    return [(k, s, e, k in materialized) for k, s, e, _ in out]
+    return [(k, s, e, len(materialized[k])) for k, s, e, _ in out]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -454,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
 def analyse(runs: list[dict], jobs: dict[int, tuple], probes: Probes, pipeline_s: float) -> dict:
     """Put every cost in its run and step; the figures and the findings."""
     windows = [(s, e, r["job"], k) for r in runs for k, s, e, _ in r["steps"]]
-    asset_parts = sum(r["partitions"] for r in runs for *_, mat in r["steps"] if mat)
+    asset_parts = sum(r["partitions"] * assets for r in runs for *_, assets in r["steps"])
     step_parts = {k: r["partitions"] for r in runs for k, *_ in r["steps"]}  # a step's partitions in its run
 
     def where(t: float) -> str | None:

@@ -90,7 +90,9 @@ def range_changes(
     typed = read_typed_images(store, database, table, days)
     if typed is None or len(days) == 1:
         return {day: day_changes(store, raw, database, table, day) for day in days}
-    typed = checkpoint(typed)
+    # In as many partitions as the session has cores: the range's images are many small files (an hour's each), and
+    # every stage over them would run a task per file (30 days: 147; the day counts' job 1.41 s -> 0.25 s).
+    typed = checkpoint(typed.coalesce(max(1, store.spark.sparkContext.defaultParallelism)))
     aggregates = [F.expr(e) for e in ("count(*)", MISFITS, TABLE_EVENTS_AGGREGATE)]
     found = {str(r[0]): tuple(r[1:]) for r in typed.groupBy("dt").agg(*aggregates).collect()}
     raw_rows = raw_counts_by_day(store, raw, table, days)

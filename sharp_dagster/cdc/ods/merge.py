@@ -40,9 +40,11 @@ from sharp_dagster.cdc.merge.fold import (
 from sharp_dagster.cdc.merge.plan import MergePlan, delta_key_names
 from sharp_dagster.cdc.merge.result import DELETED_COLUMN, SEQ_COLUMN, SEQ_TYPE
 from sharp_dagster.cdc.merge.result import finalize as _finalize
+from sharp_dagster.cdc.ods import range_stage
 from sharp_dagster.cdc.ods import store as ods_store
+from sharp_dagster.cdc.ods.store import StagedDay
 from sharp_dagster.cdc.ods.versions import day_tag, ods_ref, previous_day, start_of, tombstones_ref
-from sharp_dagster.cdc.ods.write import DEAD, HELD, temp_view, tombstone_columns, write_rows
+from sharp_dagster.cdc.ods.write import DEAD, HELD, flags, temp_view, tombstone_columns, write_rows
 from sharp_dagster.failpoints import failpoint
 from sharp_dagster.spark import refs
 from sharp_dagster.spark.checkpoint import checkpoint, on_driver
@@ -88,15 +90,6 @@ class DayFacts:
     oldest_setter: dict[str, object]  # per value column, the oldest position of the day's last setters of it
 
 
-@dataclass(frozen=True)
-class StagedDay:
-    """A day merged onto a branch: the branch's head on (`ods.<table>`, `ods_state.<table>`) and what it wrote."""
-
-    day: str
-    heads: tuple[int, int]
-    changed: int  # keys the day touched (rows written to either table)
-
-
 def day_rows(
     base: DataFrame | None,
     changes: DataFrame,
@@ -122,7 +115,7 @@ def day_rows(
     facts = _day_facts(delta, plan)
     null_key = facts.null_key
     if base is None:
-        flagged = delta.select(*_finalize(plan, False, True), *_flags(False))
+        flagged = delta.select(*_finalize(plan, False, True), *flags(None))
         return _day_rows(flagged, plan, null_key, broadcast_max_rows)
     state = conform_base(base, plan)
     if (
@@ -136,19 +129,8 @@ def day_rows(
         joined = (F.broadcast(touched) if small else touched).join(
             delta, key_condition(plan, null_key), "right"
         )
-    flagged = joined.select(*_finalize(plan, True, None), *_flags(True))
+    flagged = joined.select(*_finalize(plan, True, None), *flags(F.col(DELETED_COLUMN)))
     return _day_rows(flagged, plan, null_key, broadcast_max_rows)
-
-
-def _flags(state: bool) -> list[Column]:
-    """`HELD` and `DEAD` of a key's row after the day: which table holds the key before it. With a `state` side
-    joined, its `_is_deleted` says (null where the state has no row of the key); without, neither holds it."""
-    if not state:
-        return [F.lit(False).alias(HELD), F.lit(False).alias(DEAD)]
-    return [
-        F.coalesce(~F.col(DELETED_COLUMN), F.lit(False)).alias(HELD),
-        F.coalesce(F.col(DELETED_COLUMN), F.lit(False)).alias(DEAD),
-    ]
 
 
 def _small_day(plan: MergePlan, events: DayEvents, small_max_keys: int) -> bool:
@@ -174,10 +156,10 @@ def _small_day_rows(base: DataFrame | None, delta: DataFrame, plan: MergePlan) -
         state = conform_base(base, plan)
         touched = on_driver(state.join(F.broadcast(keys), on, "left_semi"))
     if touched is None:
-        flagged = on_driver(delta.select(*_finalize(plan, False, True), *_flags(False)))
+        flagged = on_driver(delta.select(*_finalize(plan, False, True), *flags(None)))
     else:
         joined = delta.join(F.broadcast(touched), on, "left")
-        flagged = on_driver(joined.select(*_finalize(plan, True, None), *_flags(True)))
+        flagged = on_driver(joined.select(*_finalize(plan, True, None), *flags(F.col(DELETED_COLUMN))))
     marks = flagged.select(HELD, DEAD, DELETED_COLUMN, *plan.keys).collect()  # on the driver: no job
     null_key = any(v is None for r in marks for v in r[3:])
     held_n = sum(1 for r in marks if r[0])
@@ -466,30 +448,36 @@ def stage_days(
     properties: Mapping[str, Mapping[str, str]] | None = None,
     published: Sequence[str] | None = None,
 ) -> tuple[list[StagedDay], int | None]:
-    """Merge `days` (consecutive, oldest first) one after the other on `branch`, cut at the tag of the day before
-    the first: a new day, a range, or a re-run of day D with every later published day after it. `changes_of(day)`
-    gives a day's changes and events; `properties[day]` what the day's commits carry (the attempt that merges
-    it); `published` the table's published days as the caller read them. Returns the staged days and the `main` head
-    `publish_days` fences on."""
+    """Merge `days` (consecutive, oldest first) onto `branch`, cut at the tag of the day before the first: a new
+    day, a range, or a re-run of day D with every later published day after it. Days that can be merged at once
+    are (`range_stage`: the range's changes folded and the state looked at once, then each day committed); else
+    one after the other (`merge_into`). `changes_of(day)` gives a day's changes and events; `properties[day]` what
+    the day's commits carry (the attempt that merges it); `published` the table's published days as the caller
+    read them. Returns the staged days and the `main` head `publish_days` fences on."""
     expected_main = ods_store.cut(store, table, branch, predecessor(store, table, days[0], published))
     # The branch is cut, no day is merged onto it yet: where the fault tests kill a run mid-write.
     failpoint("mid_write")
-    staged = []
-    for day in days:
-        changes, events = changes_of(day)
-        staged.append(
-            merge_into(
-                store,
-                table,
-                day,
-                branch,
-                changes,
-                key_columns,
-                shard_column=shard_column,
-                events=events,
-                properties=(properties or {}).get(day),
-            )
+    read = {day: changes_of(day) for day in days}
+    if ods_store.exists(store, table) and range_stage.at_once(days, read):
+        base = _state_before(store, table, branch, days[0])
+        staged = range_stage.stage_range(
+            store, table, branch, days, read, base, key_columns, shard_column, properties
         )
+        return staged, expected_main
+    staged = [
+        merge_into(
+            store,
+            table,
+            day,
+            branch,
+            read[day][0],
+            key_columns,
+            shard_column=shard_column,
+            events=read[day][1],
+            properties=(properties or {}).get(day),
+        )
+        for day in days
+    ]
     return staged, expected_main
 
 

@@ -32,7 +32,8 @@ from pyspark.sql import functions as F
 from sharp_dagster.cdc.landing.image_tables import read_typed_images
 from sharp_dagster.cdc.merge.fold import day_events
 from sharp_dagster.cdc.ods import store as ods_store
-from sharp_dagster.cdc.ods.merge import StagedDay, merge_into, predecessor
+from sharp_dagster.cdc.ods.merge import merge_into, predecessor
+from sharp_dagster.cdc.ods.store import StagedDay
 from sharp_dagster.cdc.ods.versions import day_tag, ods_ref
 from sharp_dagster.spark import refs
 from sharp_dagster.spark.checkpoint import checkpoint

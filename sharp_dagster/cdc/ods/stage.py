@@ -23,9 +23,9 @@ from pyspark.sql.types import StructType
 from sharp_dagster.cdc.merge.fold import DayEvents
 from sharp_dagster.cdc.ods import merge as ods_merge
 from sharp_dagster.cdc.ods import store as ods_store
-from sharp_dagster.cdc.ods.merge import StagedDay
 from sharp_dagster.cdc.ods.premerge import drop_premerges, stage_premerged
 from sharp_dagster.cdc.ods.read import live_rows
+from sharp_dagster.cdc.ods.store import StagedDay
 from sharp_dagster.cdc.ods.versions import days_after, ods_ref
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.wap import StalePublishError, snapshot_properties

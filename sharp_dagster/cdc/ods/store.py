@@ -10,6 +10,7 @@ when another writer committed first); nothing here imports Dagster.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -21,6 +22,15 @@ from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.refs import RefChanges
 from sharp_dagster.spark.tables import TableRef
 from sharp_dagster.spark.wap import StalePublishError
+
+
+@dataclass(frozen=True)
+class StagedDay:
+    """A day merged onto a branch: the branch's head on (`ods.<table>`, `ods_state.<table>`) and what it wrote."""
+
+    day: str
+    heads: tuple[int, int]
+    changed: int  # keys the day touched (rows written to either table)
 
 
 def both(table: str) -> tuple[TableRef, TableRef]:

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from sharp_dagster.cdc.merge.plan import MergePlan
@@ -28,6 +28,14 @@ from sharp_dagster.spark.java import java_dataset
 # as a tombstone (so `ods_state.<table>` holds it).
 HELD = "__held"
 DEAD = "__dead"
+
+
+def flags(before: Column | None) -> list[Column]:
+    """`HELD` and `DEAD` of a key's row after a day, from `before`: the `_is_deleted` of the key's row before the
+    day (null where there was none). None: no state side at all, so neither table holds the key."""
+    if before is None:
+        return [F.lit(False).alias(HELD), F.lit(False).alias(DEAD)]
+    return [F.coalesce(~before, F.lit(False)).alias(HELD), F.coalesce(before, F.lit(False)).alias(DEAD)]
 
 
 def tombstone_columns(plan: MergePlan) -> list[str]:
@@ -52,9 +60,9 @@ def write_rows(
     tombstones. `view` holds `DayRows.flagged`: which keys each table holds is what the state look of `day_rows`
     found, so neither is looked at again. `ods`: the rows it holds of those keys deleted, then the day's live rows
     appended (`_replace`); rows too many to broadcast (not `DayRows.small`) take one `MERGE INTO` with an insert
-    clause (an outer join: both sides shuffled). `ods_state`: one `MERGE INTO` from the key, position and deleted
-    flag of the rows it can change: the day's tombstones and the keys it holds (`DEAD`), a small source whatever
-    the day's size. `counts`: the held keys and live rows of the view when known (`DayRows`), so no job asks.
+    clause (an outer join: both sides shuffled). `ods_state`: the tombstones it holds of the day's keys (`DEAD`)
+    deleted and the day's appended (`_write_tombstones`); past the broadcast bound, one `MERGE INTO` from the key,
+    position and deleted flag of the rows it can change. `counts`: the held keys and live rows of the view when known (`DayRows`), so no job asks.
     `local`: the view is held on the driver (`DayRows.local`): its held keys need no cache nor count. Without
     `tombstones` (the day deleted no key and `ods_state` holds none of its keys) `ods_state` is not written."""
     eq = "<=>" if null_key else "="  # a plain equi-join probes a faster hash table
@@ -69,14 +77,44 @@ def write_rows(
         store.spark.sql(f"MERGE INTO {ods} t USING {view} s ON {on} {matched}{inserted}")
     else:
         _replace(store.spark, ods, store.spark.table(view), plan.keys, null_key, live_cols, counts, local)
-    if tombstones:
+    if tombstones and small:
+        _write_tombstones(store.spark, dead, view, plan.keys, null_key, dead_cols, local)
+    elif tombstones:
         _merge_tombstones(store, dead, view, on, dead_cols)
     for ref in ods_store.both(table):
         store.refresh(ref)
 
 
+def _write_tombstones(
+    spark: SparkSession,
+    dead: str,
+    view: str,
+    keys: Sequence[str],
+    null_key: bool,
+    dead_cols: list[str],
+    local: bool,
+) -> None:
+    """`ods_state`'s rows of the day: the tombstones it holds of the day's keys (`DEAD`) deleted, then the day's
+    tombstones appended (a key deleted again gets its new position, a key brought back has none). Two plain
+    writes, as for `ods` (`_replace`), not a `MERGE INTO`: that shuffles both sides for its outer join."""
+    flagged = spark.table(view)
+    if local:
+        has_dead = any(r[0] for r in flagged.select(DEAD).collect())  # on the driver: no job
+    else:
+        has_dead = True  # the general path: the DELETE finds none when there are none
+    if has_dead:
+        _delete_held(spark, dead, flagged, keys, null_key, local, flag=DEAD)
+    tombstones = flagged.where(F.col(DELETED_COLUMN))
+    if tombstones.isEmpty():  # held on the driver: no job
+        return
+    with temp_view(tombstones) as source:
+        names = _names(dead_cols)
+        spark.sql(f"INSERT INTO {dead} ({names}) SELECT {names} FROM {source}")
+
+
 def _merge_tombstones(store: IcebergTables, dead: str, view: str, on: str, dead_cols: list[str]) -> None:
-    """`ods_state`'s rows of the day: its tombstones written, the keys it brought back removed."""
+    """`ods_state`'s rows of a day too big to broadcast its keys: its tombstones written, the keys it brought back
+    removed, in one `MERGE INTO`."""
     deleted = f"s.`{DELETED_COLUMN}`"
     source = (
         f"(SELECT {_names([*dead_cols, DELETED_COLUMN])} FROM {view} WHERE `{DELETED_COLUMN}` OR `{DEAD}`)"
@@ -115,15 +153,22 @@ def _replace(
 
 def _delete_held(
     spark: SparkSession,
-    ods: str,
+    table: str,
     flagged: DataFrame,
     keys: Sequence[str],
     null_key: bool,
     local: bool = False,
+    flag: str = HELD,
 ) -> None:
-    """`ods`' rows of the held keys deleted (merge-on-read: deletion vectors), the keys broadcast by their size.
-    `local`: `flagged` is held on the driver, its held keys counted already (not cached, not counted again)."""
-    held = flagged.where(F.col(HELD)).select(*[F.col(f"`{k}`") for k in keys])
+    """The rows of `table` (`ods`, or `ods_state` with `flag` DEAD) whose key `flagged` marks with `flag` deleted
+    (merge-on-read: deletion vectors). `local`: `flagged` is held on the driver, its held keys counted already: a
+    few of a plain type are named as literals (`literal_condition`: no broadcast job, and Iceberg skips the files
+    whose bounds hold none); else the keys are broadcast by their size past a semi join."""
+    held = flagged.where(F.col(flag)).select(*[F.col(f"`{k}`") for k in keys])
+    condition = literal_condition(held, keys) if local and not null_key else None
+    if condition is not None:
+        spark.sql(f"DELETE FROM {table} t WHERE {condition}")
+        return
     held = held if local else held.cache()
     try:
         if local or held.count():
@@ -131,9 +176,55 @@ def _delete_held(
             # session's threshold: the semi join then never shuffles the state.
             size = int(java_dataset(held).queryExecution().optimizedPlan().stats().sizeInBytes())
             with temp_view(held) as source, _broadcast_up_to(spark, size):
-                spark.sql(f"DELETE FROM {ods} t WHERE {_held_condition(source, keys, null_key)}")
+                spark.sql(f"DELETE FROM {table} t WHERE {_held_condition(source, keys, null_key)}")
     finally:
         held.unpersist()
+
+
+# Keys at most which `literal_condition` names (one key column; a composite key's are fewer: an OR of them).
+LITERAL_KEYS_MAX = 1_000
+LITERAL_COMPOSITE_KEYS_MAX = 100
+LITERAL_KEY_TYPES = ("tinyint", "smallint", "int", "bigint", "string", "date", "decimal")
+
+
+def literal_condition(keys_df: DataFrame, keys: Sequence[str]) -> str | None:
+    """A SQL condition matching the rows whose key is one of `keys_df`'s rows (held on the driver: read without a
+    job), as literals: `k IN (...)` for one key column, an OR of key equalities for a composite key. None when
+    there are too many, a key is null, or a key column's type is not one whose literal is plain (`LITERAL_KEY_TYPES`).
+
+    >>> from types import SimpleNamespace as N
+    >>> rows = [("it's", 3)]
+    >>> frame = N(dtypes=[("a", "string"), ("b", "bigint")], collect=lambda: rows)
+    >>> print(literal_condition(frame, ["a", "b"]))
+    (`a` = 'it\\'s' AND `b` = 3)
+    """
+    types = [t for _, t in keys_df.dtypes]
+    if any(t.split("(")[0] not in LITERAL_KEY_TYPES for t in types):
+        return None
+    limit = LITERAL_KEYS_MAX if len(keys) == 1 else LITERAL_COMPOSITE_KEYS_MAX
+    rows = keys_df.collect()
+    if not rows or len(rows) > limit or any(v is None for row in rows for v in row):
+        return None
+    if len(keys) == 1:
+        return f"`{keys[0]}` IN ({', '.join(_literal(row[0], types[0]) for row in rows)})"
+    terms = [
+        "("
+        + " AND ".join(f"`{k}` = {_literal(v, t)}" for k, v, t in zip(keys, row, types, strict=True))
+        + ")"
+        for row in rows
+    ]
+    return " OR ".join(terms)
+
+
+def _literal(value: object, typ: str) -> str:
+    """A key value as a Spark SQL literal of its column's type (`LITERAL_KEY_TYPES`)."""
+    if typ == "string":
+        return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if typ == "date":
+        return f"DATE '{value.isoformat()}'"
+    if typ.startswith("decimal"):
+        return format(value, "f")
+    return str(int(value))
 
 
 def _held_condition(source: str, keys: Sequence[str], null_key: bool) -> str:
