@@ -44,7 +44,7 @@ from sharp_dagster.cdc.ods import range_stage
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.store import StagedDay
 from sharp_dagster.cdc.ods.versions import day_tag, ods_ref, previous_day, start_of, tombstones_ref
-from sharp_dagster.cdc.ods.write import DEAD, HELD, flags, temp_view, tombstone_columns, write_rows
+from sharp_dagster.cdc.ods.write import DEAD, HELD, flags, tombstone_columns, write_day
 from sharp_dagster.failpoints import failpoint
 from sharp_dagster.spark import refs
 from sharp_dagster.spark.checkpoint import checkpoint, on_driver
@@ -302,22 +302,19 @@ def merge_into(
         for ref in ods_store.both(table):
             refs.cut_branch(store, ref, branch)
     _evolve(store, table, plan, day)
-    with temp_view(merged.flagged) as view:
-        with_snapshot_properties(
-            store.spark,
-            properties,
-            write_rows,
-            store,
-            table,
-            branch,
-            view,
-            plan,
-            merged.null_key,
-            merged.small,
-            (merged.held, merged.live),
-            merged.local,
-            merged.tombstones,
-        )
+    write_day(
+        store,
+        table,
+        branch,
+        merged.flagged,
+        plan,
+        properties,
+        merged.null_key,
+        merged.small,
+        (merged.held, merged.live),
+        merged.local,
+        merged.tombstones,
+    )
     _schema_snapshot(store, table, branch, properties)
     heads = tuple(ods_store.ref_snapshot(store, ref, branch) for ref in ods_store.both(table))
     return StagedDay(day, heads, merged.count)

@@ -24,9 +24,8 @@ from sharp_dagster.cdc.merge.range import BEFORE_COLUMN, DAY_COLUMN, range_merge
 from sharp_dagster.cdc.merge.result import DELETED_COLUMN
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.store import StagedDay
-from sharp_dagster.cdc.ods.write import DEAD, HELD, flags, temp_view, write_rows
+from sharp_dagster.cdc.ods.write import DEAD, HELD, flags, write_day
 from sharp_dagster.spark.checkpoint import checkpoint, on_driver
-from sharp_dagster.spark.commit_properties import with_snapshot_properties
 from sharp_dagster.spark.iceberg import IcebergTables
 
 # Rows of a range (one per key and day that touched it) at most which are held on the driver (a local relation:
@@ -86,22 +85,19 @@ def stage_range(
     for day in days:
         tally = tallies.get(day, DayTally())
         if tally.rows:
-            with temp_view(held.where(F.col(DAY_COLUMN) == day).drop(DAY_COLUMN)) as view:
-                with_snapshot_properties(
-                    store.spark,
-                    (properties or {}).get(day),
-                    write_rows,
-                    store,
-                    table,
-                    branch,
-                    view,
-                    plan,
-                    null_key,
-                    tally.rows <= BROADCAST_MAX_ROWS,
-                    (tally.held, tally.live),
-                    local,
-                    tally.tombstones,
-                )
+            write_day(
+                store,
+                table,
+                branch,
+                held.where(F.col(DAY_COLUMN) == day).drop(DAY_COLUMN),
+                plan,
+                (properties or {}).get(day),
+                null_key,
+                tally.rows <= BROADCAST_MAX_ROWS,
+                (tally.held, tally.live),
+                local,
+                tally.tombstones,
+            )
         heads = tuple(ods_store.ref_snapshot(store, ref, branch) for ref in ods_store.both(table))
         staged.append(StagedDay(day, heads, tally.rows))
     return staged

@@ -11,7 +11,7 @@ state found (`HELD`, `DEAD`), so neither table is looked at again. Nothing here 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -21,6 +21,7 @@ from sharp_dagster.cdc.merge.plan import MergePlan
 from sharp_dagster.cdc.merge.result import DELETED_COLUMN, SEQ_COLUMN
 from sharp_dagster.cdc.ods import store as ods_store
 from sharp_dagster.cdc.ods.versions import ods_ref, tombstones_ref
+from sharp_dagster.spark.commit_properties import with_snapshot_properties
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.java import java_dataset
 
@@ -42,6 +43,39 @@ def tombstone_columns(plan: MergePlan) -> list[str]:
     """What a tombstone keeps besides its position: the key, and the shard column (truncates are scoped by it)."""
     extra = [plan.shard] if plan.shard and not plan.shard_in_key else []
     return [*plan.keys, *extra]
+
+
+def write_day(
+    store: IcebergTables,
+    table: str,
+    branch: str,
+    flagged: DataFrame,
+    plan: MergePlan,
+    properties: Mapping[str, str] | None,
+    null_key: bool,
+    small: bool,
+    counts: tuple[int, int] | None = None,
+    local: bool = False,
+    tombstones: bool = True,
+) -> None:
+    """A day's rows (`DayRows.flagged`, or a day of a range's) committed on the branch by `write_rows`, every
+    commit carrying `properties` (the attempt's: `wap.snapshot_properties`)."""
+    with temp_view(flagged) as view:
+        with_snapshot_properties(
+            store.spark,
+            properties,
+            write_rows,
+            store,
+            table,
+            branch,
+            view,
+            plan,
+            null_key,
+            small,
+            counts,
+            local,
+            tombstones,
+        )
 
 
 def write_rows(
