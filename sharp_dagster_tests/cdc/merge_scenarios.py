@@ -24,6 +24,7 @@ COLUMNS = [
     ("c", "int"),
 ]
 KEY = ["scn", "id", "source_table"]
+SCENARIOS = 40  # scenarios per random test: one Spark merge runs them all
 VALUES = ("a", "b", "c")
 FILES = ("mysql-bin.999999", "mysql-bin.1000000")
 
@@ -99,3 +100,8 @@ def scenario(scn: int, seed: int, *, sharded_truncates: bool = True) -> tuple[li
         event["event_ts_ms"] = 1_700_000_000_000 + rng.randint(0, 3) * 1000  # ties and reversals
     rng.shuffle(events)
     return base, events
+
+
+def sorted_by_key(rows: list[dict]) -> list[dict]:
+    """State rows in key order (nulls last), for comparing a merge's rows with the oracle's."""
+    return sorted(rows, key=lambda row: tuple((row[k] is None, str(row[k])) for k in KEY))

@@ -19,24 +19,14 @@ from sharp_dagster_tests.cdc.merge_reference import (
     merge_reference,
     state_frame,
 )
-from sharp_dagster_tests.cdc.merge_scenarios import COLUMNS, KEY, scenario
-
-SCENARIOS = 40
+from sharp_dagster_tests.cdc.merge_scenarios import COLUMNS, KEY, SCENARIOS, scenario, sorted_by_key
 
 
 def _expected(scenarios, key=KEY, shard_column="source_table") -> list[dict]:
     rows: list[dict] = []
     for base, events in scenarios:
         rows += merge_reference(base, events, key, columns=COLUMNS, shard_column=shard_column)
-    return sorted(rows, key=_order)
-
-
-def _order(row: dict) -> tuple:
-    return tuple((row[k] is None, str(row[k])) for k in KEY)
-
-
-def _sorted(rows: list[dict]) -> list[dict]:
-    return sorted(rows, key=_order)
+    return sorted_by_key(rows)
 
 
 @pytest.fixture(scope="module")
@@ -48,19 +38,19 @@ def test_random_days_match_the_oracle(spark, days):
     base = state_frame(spark, [r for b, _ in days for r in b], COLUMNS)
     changes = changes_frame(spark, [e for _, es in days for e in es])
     result = merge_day(base, changes, KEY, shard_column="source_table").localCheckpoint()
-    assert _sorted(collect_state(result)) == _expected(days)
+    assert sorted_by_key(collect_state(result)) == _expected(days)
     # Re-running the day on its own result changes nothing.
     again = merge_day(result, changes, KEY, shard_column="source_table")
-    assert _sorted(collect_state(again)) == _sorted(collect_state(result))
+    assert sorted_by_key(collect_state(again)) == sorted_by_key(collect_state(result))
 
 
 def test_random_days_with_the_shuffle_strategy_and_without_base(spark, days):
     changes = changes_frame(spark, [e for _, es in days for e in es])
     base = state_frame(spark, [r for b, _ in days for r in b], COLUMNS)
     shuffled = merge_day(base, changes, KEY, shard_column="source_table", strategy="shuffle")
-    assert _sorted(collect_state(shuffled)) == _expected(days)
+    assert sorted_by_key(collect_state(shuffled)) == _expected(days)
     fresh = merge_day(None, changes, KEY, columns=COLUMNS, shard_column="source_table")
-    assert _sorted(collect_state(fresh)) == _expected([([], events) for _, events in days])
+    assert sorted_by_key(collect_state(fresh)) == _expected([([], events) for _, events in days])
 
 
 def test_random_two_day_chains_match_the_oracle(spark):
@@ -81,7 +71,7 @@ def test_random_two_day_chains_match_the_oracle(spark):
         state_frame(spark, base_rows, COLUMNS), changes_frame(spark, day1), KEY, shard_column="source_table"
     )
     state = merge_day(state.localCheckpoint(), changes_frame(spark, day2), KEY, shard_column="source_table")
-    assert _sorted(collect_state(state)) == _sorted(expected)
+    assert sorted_by_key(collect_state(state)) == sorted_by_key(expected)
 
 
 def test_random_days_without_shards_match_the_oracle(spark):

@@ -27,8 +27,7 @@ from sharp_dagster_tests.cdc.merge_reference import (
     merge_reference,
     state_frame,
 )
-from sharp_dagster_tests.cdc.merge_scenarios import COLUMNS, KEY, scenario
-from sharp_dagster_tests.cdc.test_merge_random import SCENARIOS, _sorted
+from sharp_dagster_tests.cdc.merge_scenarios import COLUMNS, KEY, SCENARIOS, scenario, sorted_by_key
 
 DAYS = ["2024-03-01", "2024-03-02", "2024-03-03", "2024-03-04"]
 
@@ -108,7 +107,7 @@ def test_each_day_of_the_range_matches_the_oracle_and_the_chain_of_daily_merges(
         state = merge_day(state, changes.where(F.col("dt") == day), KEY, shard_column="source_table")
         state = state.localCheckpoint()
         got = collect_state(_state_after(base, rows, KEY, day))
-        assert got == _sorted(expected[day]), day
+        assert got == sorted_by_key(expected[day]), day
         assert got == collect_state(state), day
 
 
@@ -118,7 +117,7 @@ def test_typed_images_give_the_same_rows(spark, ranged):
     rows, _ = range_rows(base, typed, KEY, shard_column="source_table", events=DayEvents())
     rows = rows.localCheckpoint()
     for day in DAYS:
-        assert collect_state(_state_after(base, rows, KEY, day)) == _sorted(expected[day]), day
+        assert collect_state(_state_after(base, rows, KEY, day)) == sorted_by_key(expected[day]), day
 
 
 def test_a_plain_key_without_shards(spark):
