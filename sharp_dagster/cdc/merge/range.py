@@ -63,7 +63,7 @@ def range_rows(
     keys not touched up to d, plus each touched key's row of its latest day up to d."""
     if base is None:
         raise ValueError("range_rows needs the state before the range: merge a table's first day alone")
-    if events.truncates or events.ddl:
+    if not range_mergeable([events]):
         raise ValueError(
             f"range_rows folds days without truncates or DDL; the range has {len(events.truncates)} truncated "
             f"table(s) and {len(events.ddl)} DDL statement(s): merge its days one by one"

@@ -10,7 +10,7 @@ state's untouched rows plus `day_rows` (a test holds them to it). A day with a t
 existing rows a default, changes rows it never names: then every state row is a touched row. A day of few keys
 (`SMALL_DAY_MAX_KEYS`) is held on the driver instead (`_small_day_rows`): no checkpoint, facts or count job.
 
-`merge_into` writes those rows onto a branch of both tables (`write.write_rows`; merge-on-read: the replaced rows get deletion vectors,
+`merge_into` writes those rows onto a branch of both tables (`write.write_day`; merge-on-read: the replaced rows get deletion vectors,
 the new rows are appended): to `ods.<table>` a `DELETE FROM` of the rows it holds of the touched keys (the held
 keys broadcast past a key-only scan of the state; which keys it holds: what `day_rows`' look found) and one append
 of every live row of the day; to `ods_state.<table>` the keys the day deleted (with the delete's position), and

@@ -1,5 +1,5 @@
 """How a day's merged rows land on the staging branch of an ODS table's two Iceberg tables (`merge.merge_into`
-calls `write_rows`): merge-on-read, so the rows it replaces get deletion vectors, the new ones are appended, and
+calls `write_day`): merge-on-read, so the rows it replaces get deletion vectors, the new ones are appended, and
 nothing of the untouched state is rewritten.
 
 `ods.<table>` gets a `DELETE FROM` of the rows it holds of the day's keys (the held keys broadcast past a key-only
@@ -58,63 +58,38 @@ def write_day(
     local: bool = False,
     tombstones: bool = True,
 ) -> None:
-    """A day's rows (`DayRows.flagged`, or a day of a range's) committed on the branch by `write_rows`, every
-    commit carrying `properties` (the attempt's: `wap.snapshot_properties`)."""
-    with temp_view(flagged) as view:
-        with_snapshot_properties(
-            store.spark,
-            properties,
-            write_rows,
-            store,
-            table,
-            branch,
-            view,
-            plan,
-            null_key,
-            small,
-            counts,
-            local,
-            tombstones,
-        )
-
-
-def write_rows(
-    store: IcebergTables,
-    table: str,
-    branch: str,
-    view: str,
-    plan: MergePlan,
-    null_key: bool,
-    small: bool,
-    counts: tuple[int, int] | None = None,
-    local: bool = False,
-    tombstones: bool = True,
-) -> None:
-    """The touched keys' rows on the branch: `ods.<table>` gets their live rows, `ods_state.<table>` their
-    tombstones. `view` holds `DayRows.flagged`: which keys each table holds is what the state look of `day_rows`
-    found, so neither is looked at again. `ods`: the rows it holds of those keys deleted, then the day's live rows
-    appended (`_replace`); rows too many to broadcast (not `DayRows.small`) take one `MERGE INTO` with an insert
-    clause (an outer join: both sides shuffled). `ods_state`: the tombstones it holds of the day's keys (`DEAD`)
-    deleted and the day's appended (`_write_tombstones`); past the broadcast bound, one `MERGE INTO` from the key,
-    position and deleted flag of the rows it can change. `counts`: the held keys and live rows of the view when known (`DayRows`), so no job asks.
-    `local`: the view is held on the driver (`DayRows.local`): its held keys need no cache nor count. Without
-    `tombstones` (the day deleted no key and `ods_state` holds none of its keys) `ods_state` is not written."""
+    """A day's rows committed on the branch, every commit carrying `properties` (the attempt's:
+    `wap.snapshot_properties`): `ods.<table>` gets their live rows, `ods_state.<table>` their tombstones. `flagged`
+    is `DayRows.flagged` (or a day of a range's rows): which keys each table holds is what the state look found
+    (`HELD`, `DEAD`), so neither is looked at again. `ods`: the rows it holds of those keys deleted, then the day's
+    live rows appended (`_replace`); rows too many to broadcast (not `small`) take one `MERGE INTO` with an insert
+    clause (an outer join: both sides shuffled). `ods_state`: the tombstones it holds of the day's keys deleted and
+    the day's appended (`_write_tombstones`); past the broadcast bound, one `MERGE INTO` from the key, position and
+    deleted flag of the rows it can change. `counts`: the held keys and live rows when known (`DayRows`), so no
+    job asks. `local`: `flagged` is held on the driver (`DayRows.local`): its held keys need no cache nor count.
+    Without `tombstones` (the day deleted no key and `ods_state` holds none of its keys) `ods_state` is not
+    written."""
     eq = "<=>" if null_key else "="  # a plain equi-join probes a faster hash table
     on = " AND ".join(f"t.`{k}` {eq} s.`{k}`" for k in plan.keys)
     live_cols = [c for c, _ in plan.columns] + [SEQ_COLUMN]
     dead_cols = [*tombstone_columns(plan), SEQ_COLUMN]
     deleted = f"s.`{DELETED_COLUMN}`"
     ods, dead = (f"{store.name(ref)}.`branch_{branch}`" for ref in (ods_ref(table), tombstones_ref(table)))
-    if not small:
-        matched = f"WHEN MATCHED AND {deleted} THEN DELETE WHEN MATCHED THEN UPDATE SET {_assign(live_cols)} "
-        inserted = f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT {_insert(live_cols)}"
-        store.spark.sql(f"MERGE INTO {ods} t USING {view} s ON {on} {matched}{inserted}")
-    else:
-        _replace(store.spark, ods, store.spark.table(view), plan.keys, null_key, live_cols, counts, local)
-    if tombstones and small:
-        _write_tombstones(store.spark, dead, view, plan.keys, null_key, dead_cols, local)
-    elif tombstones:
-        _merge_tombstones(store, dead, view, on, dead_cols)
+
+    def writes() -> None:
+        with temp_view(flagged) as view:
+            if not small:
+                matched = f"WHEN MATCHED AND {deleted} THEN DELETE WHEN MATCHED THEN UPDATE SET {_assign(live_cols)} "
+                inserted = f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT {_insert(live_cols)}"
+                store.spark.sql(f"MERGE INTO {ods} t USING {view} s ON {on} {matched}{inserted}")
+            else:
+                _replace(store.spark, ods, flagged, plan.keys, null_key, live_cols, counts, local)
+            if tombstones and small:
+                _write_tombstones(store.spark, dead, flagged, plan.keys, null_key, dead_cols, local)
+            elif tombstones:
+                _merge_tombstones(store, dead, view, on, dead_cols)
+
+    with_snapshot_properties(store.spark, properties, writes)
     for ref in ods_store.both(table):
         store.refresh(ref)
 
@@ -122,7 +97,7 @@ def write_rows(
 def _write_tombstones(
     spark: SparkSession,
     dead: str,
-    view: str,
+    flagged: DataFrame,
     keys: Sequence[str],
     null_key: bool,
     dead_cols: list[str],
@@ -131,13 +106,7 @@ def _write_tombstones(
     """`ods_state`'s rows of the day: the tombstones it holds of the day's keys (`DEAD`) deleted, then the day's
     tombstones appended (a key deleted again gets its new position, a key brought back has none). Two plain
     writes, as for `ods` (`_replace`), not a `MERGE INTO`: that shuffles both sides for its outer join."""
-    flagged = spark.table(view)
-    if local:
-        has_dead = any(r[0] for r in flagged.select(DEAD).collect())  # on the driver: no job
-    else:
-        has_dead = True  # the general path: the DELETE finds none when there are none
-    if has_dead:
-        _delete_held(spark, dead, flagged, keys, null_key, local, flag=DEAD)
+    _delete_held(spark, dead, flagged, keys, null_key, local, flag=DEAD)
     tombstones = flagged.where(F.col(DELETED_COLUMN))
     if tombstones.isEmpty():  # held on the driver: no job
         return
@@ -199,6 +168,8 @@ def _delete_held(
     few of a plain type are named as literals (`literal_condition`: no broadcast job, and Iceberg skips the files
     whose bounds hold none); else the keys are broadcast by their size past a semi join."""
     held = flagged.where(F.col(flag)).select(*[F.col(f"`{k}`") for k in keys])
+    if local and held.isEmpty():  # held on the driver: no job
+        return
     condition = literal_condition(held, keys) if local and not null_key else None
     if condition is not None:
         spark.sql(f"DELETE FROM {table} t WHERE {condition}")
