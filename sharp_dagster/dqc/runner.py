@@ -45,6 +45,11 @@ from sharp_dagster.dqc.rules import Rule, locate
 from sharp_dagster.dqc.sqlguard import SqlRejected
 from sharp_dagster.dqc.store import DqcStore, keys_to_json
 
+# Distinct aggregate expressions at most which a range's grouped scan computes for every group: a rule holding a
+# value of its partition has one expression per partition (30 days of a freshness rule: 30), each evaluated in every
+# group; past this the partitions scan on their own.
+GROUPED_MAX_AGGREGATES = 256
+
 __all__ = [
     "BlockingFailure",
     "RuleRunner",
@@ -220,20 +225,28 @@ class RuleRunner:
     def _grouped_scan(
         self, plans: list, view: str, group_by: list[str], group_values: list[tuple[str, ...]]
     ) -> dict[tuple[str, ...], tuple[dict[str, Any], float]]:
-        """{partition values: (scan values, cost)} from one grouped scan, or {} when the plans' aggregates differ
-        (or the scan fails: each partition then scans, and reports, on its own)."""
-        aggregates = plans[0].aggregates if plans else ()
-        if not aggregates or any(p.aggregates != aggregates for p in plans):
+        """{partition values: (scan values, cost)} from one grouped scan, or {} when there is nothing to scan, the
+        partitions' aggregates have more than `GROUPED_MAX_AGGREGATES` distinct expressions, or the scan fails
+        (each partition then scans, and reports, on its own). An aggregate holding a value of its partition (a
+        freshness rule's `DATA_RANGE_END`) is computed for every group and read by its own partition's only."""
+        expressions = list(dict.fromkeys(e for p in plans for e, _ in p.aggregates))
+        if not expressions or len(expressions) > GROUPED_MAX_AGGREGATES:
             return {}
+        named = {e: f"__g{i}" for i, e in enumerate(expressions)}
         t0 = time.perf_counter()
         try:
-            rows = self._sql(grouped_scan_query(list(aggregates), quote_table(view), group_by))
+            query = grouped_scan_query([(e, named[e]) for e in expressions], quote_table(view), group_by)
+            rows = self._sql(query)
         except Exception:  # noqa: BLE001 - the per-partition scans report the error per rule
             return {}
         found = {tuple(str(r[c]) for c in group_by): r.asDict() for r in rows}
-        wanted = {tuple(v) for v in group_values}
-        per = (time.perf_counter() - t0) * 1000 / max(1, len(wanted))
-        return {k: ({a: v[a] for _, a in aggregates}, per) for k, v in found.items() if k in wanted}
+        per = (time.perf_counter() - t0) * 1000 / max(1, len(group_values))
+        out = {}
+        for plan, values in zip(plans, group_values, strict=True):
+            row = found.get(tuple(values))
+            if row is not None and plan.aggregates:
+                out[tuple(values)] = ({a: row[named[e]] for e, a in plan.aggregates}, per)
+        return out
 
     def _scalars_at_once(self, plans: list) -> dict[str, Any]:
         """{query: (its scalar or the exception it raised, its ms)} for the own queries (custom SQL, references) of every

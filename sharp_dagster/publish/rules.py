@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
+from functools import reduce
 from typing import Any
 
 from dagster import AssetCheckResult, AssetCheckSeverity, AssetKey, Failure, MetadataValue
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from sharp_dagster.alerts import AlertSink
 from sharp_dagster.dqc.context import RuleContext
@@ -69,21 +72,22 @@ def evaluate_range(
     grains: Mapping[str, str],
 ) -> list[list[RuleResult]]:
     """`evaluate` for every period of a staged range (`runs[i]` staged `staged.parts[i]`), oldest first, each its
-    own `checks` step and `dqc_result` rows; the single-table rules of all periods of a `StagedRange` in one
-    grouped scan (an ODS batch's days are snapshots of one table, not partitions: one scan each). Stops after the
-    first period whose strong rules fail: fewer lists than runs come back then."""
-    if not isinstance(staged, StagedRange):
+    own `checks` step and `dqc_result` rows; the single-table rules of all periods in one grouped scan (`_grouped`:
+    a `StagedRange`'s partitions, or the union of an ODS batch's day snapshots). Stops after the first period
+    whose strong rules fail: fewer lists than runs come back then."""
+    grouped = _grouped(store, staged)
+    if grouped is None:
         results = []
         for run, part in zip(runs, staged.parts, strict=True):
             results.append(evaluate(run, store, part, rules, grains))
             if blocking_failures(results[-1]):
                 break
         return results
+    rows, frames, group_by, values = grouped
     with ExitStack() as steps:
         recs = [steps.enter_context(run.step("checks", source_type="spark")) for run in runs]
         register_other_tables(store, rules, grains)
         runner = RuleRunner(store.spark, store=DqcStore(runs[0].job_log.engine))
-        rows, frames = store.read_staged_range(staged)
         partitions = [
             (run.handle.partition_key, df, rule_context(run, part))
             for run, part, df in zip(runs, staged.parts, frames, strict=True)
@@ -92,14 +96,41 @@ def evaluate_range(
             runs[0].asset.job_name,
             partitions,
             rows,
-            staged.ref.partition_cols,
-            [tuple(v for _, v in part.values) for part in staged.parts],
+            group_by,
+            values,
             rules,
             stop=lambda found: bool(blocking_failures(found)),
         )
         for rec, part, found in zip(recs, staged.parts, results, strict=False):
             record_checks(rec, part, found)
     return results
+
+
+# The column telling apart the periods of a range whose parts are read one by one (`_grouped`).
+PART_COLUMN = "__sharp_part"
+
+
+def _grouped(
+    store: IcebergTables, staged: Any
+) -> tuple[DataFrame, list[DataFrame], list[str], list[tuple]] | None:
+    """A staged range's rows as the rules' grouped scan reads them: (all rows, each part's, the columns telling
+    the parts apart, each part's values of them). A `StagedRange`'s parts are partitions of its branch (read at
+    once, told apart by their partition columns); other parts (an ODS batch's days: snapshots of one table) are
+    each read as the single run reads them, and their union told apart by `PART_COLUMN`; None when their schemas
+    differ (a day's DDL) or there is one part: each part is then scanned on its own, as a single run scans it."""
+    if isinstance(staged, StagedRange):
+        rows, frames = store.read_staged_range(staged)
+        values = [tuple(v for _, v in part.values) for part in staged.parts]
+        return rows, frames, list(staged.ref.partition_cols), values
+    if len(staged.parts) < 2:
+        return None
+    frames = [one_task(part.read(store), part.row_count <= SMALL_SCAN_ROWS) for part in staged.parts]
+    if len({tuple(df.schema) for df in frames}) > 1:
+        return None
+    tagged = [df.withColumn(PART_COLUMN, F.lit(str(i))) for i, df in enumerate(frames)]
+    rows = reduce(DataFrame.unionByName, tagged)
+    rows = one_task(rows, sum(part.row_count for part in staged.parts) <= SMALL_SCAN_ROWS)
+    return rows, frames, [PART_COLUMN], [(str(i),) for i in range(len(frames))]
 
 
 def rule_context(run: PartitionRun, staged: Staged, later: Period | None = None) -> RuleContext:
