@@ -16,7 +16,7 @@ prints it for debugging.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,12 +111,37 @@ def scan_query(aggregates: list[tuple[str, str]], table_sql: str) -> str:
     )
 
 
-def grouped_scan_query(aggregates: list[tuple[str, str]], table_sql: str, group_by: list[str]) -> str:
-    """The scan of several partitions at once: `SELECT <group cols>, <agg> AS <alias>, ... FROM <table> GROUP BY
-    <group cols>`, one row per partition holding rows (the same aggregates as `scan_query`, per group)."""
+# Distinct aggregate expressions at most which a range's grouped scan computes for every group: a rule holding a
+# value of its partition has one expression per partition (30 days of a freshness rule: 30), each evaluated in every
+# group; past this the partitions scan on their own.
+GROUPED_MAX_AGGREGATES = 256
+
+
+def grouped_scan_query(
+    aggregates: Sequence[Sequence[tuple[str, str]]], table_sql: str, group_by: list[str]
+) -> tuple[str, dict[str, str]] | None:
+    """The scan of several partitions at once, from each partition's `(expression, alias)` aggregates: `SELECT
+    <group cols>, <expr> AS <name>, ... FROM <table> GROUP BY <group cols>`, one row per partition holding rows, with
+    every distinct expression once (an aggregate holding its partition's own value, such as a freshness rule's
+    `DATA_RANGE_END`, is one expression per partition, computed for every group and read by its own partition's
+    only), and `{expression: its column name}`. None when there is no aggregate or more than
+    `GROUPED_MAX_AGGREGATES` distinct ones.
+
+    >>> query, named = grouped_scan_query([[("count(1)", "r_n")], [("count(1)", "r_n")]], "`v`", ["dt"])
+    >>> print(query)
+    SELECT
+      `dt`,
+      count(1) AS `__g0`
+    FROM `v`
+    GROUP BY `dt`
+    """
+    expressions = list(dict.fromkeys(e for found in aggregates for e, _ in found))
+    if not expressions or len(expressions) > GROUPED_MAX_AGGREGATES:
+        return None
+    named = {e: f"__g{i}" for i, e in enumerate(expressions)}
     cols = ", ".join(quote_ident(c) for c in group_by)
-    body = ",\n  ".join(f"{expr} AS `{alias}`" for expr, alias in aggregates)
-    return f"SELECT\n  {cols},\n  {body}\nFROM {table_sql}\nGROUP BY {cols}"
+    body = ",\n  ".join(f"{e} AS `{named[e]}`" for e in expressions)
+    return f"SELECT\n  {cols},\n  {body}\nFROM {table_sql}\nGROUP BY {cols}", named
 
 
 def _compile(rules: list[Rule], view: str, base_values: Mapping[str, str]) -> CompiledPlan:

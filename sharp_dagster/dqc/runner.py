@@ -1,8 +1,6 @@
-"""Running rules on Spark: one asset partition at a time (`run`), or several assets in parallel (`run_many`).
-
-The caller stages the new partition, registers it as a temp view (or passes a DataFrame), runs the STRONG rules
-before publishing and raises on `blocking_failures`, publishes, then runs the WEAK rules. Per asset partition
-the runner issues:
+"""Running rules on Spark: one asset partition (`run`), a range of them (`run_range`: one grouped scan), or several
+assets in parallel (`run_many`). The caller stages the new partition, runs the STRONG rules before publishing and
+raises on `blocking_failures`, publishes, then reports the WEAK rules. Per asset partition the runner issues:
 
 1. one aggregate scan for every single-table rule (see `compiler.py`); when it fails, each rule's aggregate alone,
    so a rule that cannot run fails by itself with Spark's root cause and never takes a strong rule down with it
@@ -44,11 +42,6 @@ from sharp_dagster.dqc.quoting import IDENTIFIER, quote_table
 from sharp_dagster.dqc.rules import Rule, locate
 from sharp_dagster.dqc.sqlguard import SqlRejected
 from sharp_dagster.dqc.store import DqcStore, keys_to_json
-
-# Distinct aggregate expressions at most which a range's grouped scan computes for every group: a rule holding a
-# value of its partition has one expression per partition (30 days of a freshness rule: 30), each evaluated in every
-# group; past this the partitions scan on their own.
-GROUPED_MAX_AGGREGATES = 256
 
 __all__ = [
     "BlockingFailure",
@@ -225,28 +218,22 @@ class RuleRunner:
     def _grouped_scan(
         self, plans: list, view: str, group_by: list[str], group_values: list[tuple[str, ...]]
     ) -> dict[tuple[str, ...], tuple[dict[str, Any], float]]:
-        """{partition values: (scan values, cost)} from one grouped scan, or {} when there is nothing to scan, the
-        partitions' aggregates have more than `GROUPED_MAX_AGGREGATES` distinct expressions, or the scan fails
-        (each partition then scans, and reports, on its own). An aggregate holding a value of its partition (a
-        freshness rule's `DATA_RANGE_END`) is computed for every group and read by its own partition's only."""
-        expressions = list(dict.fromkeys(e for p in plans for e, _ in p.aggregates))
-        if not expressions or len(expressions) > GROUPED_MAX_AGGREGATES:
-            return {}
-        named = {e: f"__g{i}" for i, e in enumerate(expressions)}
+        """{partition values: (scan values, cost)} from one grouped scan (`grouped_scan_query`), or {} when it has
+        nothing to scan or too many aggregates, or fails (each partition then scans, and reports, on its own)."""
+        found = grouped_scan_query([p.aggregates for p in plans], quote_table(view), group_by)
         t0 = time.perf_counter()
         try:
-            query = grouped_scan_query([(e, named[e]) for e in expressions], quote_table(view), group_by)
-            rows = self._sql(query)
+            rows = (
+                {tuple(str(r[c]) for c in group_by): r.asDict() for r in self._sql(found[0])} if found else {}
+            )
         except Exception:  # noqa: BLE001 - the per-partition scans report the error per rule
             return {}
-        found = {tuple(str(r[c]) for c in group_by): r.asDict() for r in rows}
         per = (time.perf_counter() - t0) * 1000 / max(1, len(group_values))
-        out = {}
-        for plan, values in zip(plans, group_values, strict=True):
-            row = found.get(tuple(values))
-            if row is not None and plan.aggregates:
-                out[tuple(values)] = ({a: row[named[e]] for e, a in plan.aggregates}, per)
-        return out
+        return {
+            tuple(v): ({a: rows[tuple(v)][found[1][e]] for e, a in p.aggregates}, per)
+            for p, v in zip(plans, group_values, strict=True)
+            if tuple(v) in rows and p.aggregates
+        }
 
     def _scalars_at_once(self, plans: list) -> dict[str, Any]:
         """{query: (its scalar or the exception it raised, its ms)} for the own queries (custom SQL, references) of every
