@@ -29,7 +29,7 @@ from sharp_dagster.dqc.rules import Rule
 from sharp_dagster.dqc.runner import BlockingFailure, RuleRunner, blocking_failures, failed_rule_names
 from sharp_dagster.dqc.store import DqcStore
 from sharp_dagster.joblog import FAILURE
-from sharp_dagster.publish.rules import alert, check_fields, register_other_tables, rule_context
+from sharp_dagster.publish.rules import alert, check_fields, register_other_tables, rule_context, scanned
 from sharp_dagster.publish.run import AssetPublish, PartitionRun, Staged
 from sharp_dagster.redact import scrub_text
 from sharp_dagster.spark.iceberg import IcebergTables
@@ -71,7 +71,7 @@ def audit_later(
         for key, part in parts:
             # A later day's key, read once into its period (the run's own period was parsed when it started).
             ctx = rule_context(run, part, later=run.asset.spec.period_for_key(key))
-            results = runner.run(run.asset.job_name, key, part.read(store), rules, ctx)
+            results = runner.run(run.asset.job_name, key, scanned(store, part), rules, ctx)
             audited.append(LaterAudit(key, part, results))
             rec.source_count += part.row_count
             for r in results:

@@ -58,10 +58,14 @@ def evaluate(
     with run.step("checks", source_type="spark") as rec:
         register_other_tables(store, rules, grains)
         runner = RuleRunner(store.spark, store=DqcStore(run.job_log.engine))
-        scanned = one_task(staged.read(store), staged.row_count <= SMALL_SCAN_ROWS)
-        results = runner.run(run.asset.job_name, key, scanned, rules, ctx)
+        results = runner.run(run.asset.job_name, key, scanned(store, staged), rules, ctx)
         record_checks(rec, staged, results)
     return results
+
+
+def scanned(store: IcebergTables, staged: Staged) -> DataFrame:
+    """What the rules of one staged partition (or ODS day) scan: its rows, as one Spark partition when small."""
+    return one_task(staged.read(store), staged.row_count <= SMALL_SCAN_ROWS)
 
 
 def evaluate_range(
@@ -124,7 +128,7 @@ def _grouped(
         return rows, frames, list(staged.ref.partition_cols), values
     if len(staged.parts) < 2:
         return None
-    frames = [one_task(part.read(store), part.row_count <= SMALL_SCAN_ROWS) for part in staged.parts]
+    frames = [scanned(store, part) for part in staged.parts]
     if len({tuple(df.schema) for df in frames}) > 1:
         return None
     tagged = [df.withColumn(PART_COLUMN, F.lit(str(i))) for i, df in enumerate(frames)]
