@@ -4,7 +4,8 @@ Each table is still its own asset `ods/<table>` (the same key the DWD deps and t
 checks (its quality rules and its schema check), job-log rows, claim, gate, fence, publish and tag: the one
 lifecycle of every log-driven asset (`publish/materialize.materialize_partitions`), run for each selected table
 as a table-asset's run would. What the tables share is the run: its set-up (one Dagster run and step instead of
-one per table), the Spark session, the job log, and a small thread pool running several tables' lifecycles at
+one per table), the Spark session, the job log, the warehouse's handle (and the raw binlog table's partition
+metadata, read once for every table's day counts), and a small thread pool running several tables' lifecycles at
 once (Spark runs the jobs of several threads together; `SHARP_ODS_SOURCE_THREADS`). Dagster's events (check
 results, materializations) and the tables' log lines go out from the op's own thread, a table's as it finishes.
 
@@ -46,13 +47,13 @@ from sharp_dagster.assets.cdc_assets import (
     ods_publish,
 )
 from sharp_dagster.joblog.planner import LogDrivenAsset
-from sharp_dagster.logdriven import job_log_or_fail
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.publish.failures import error_text
-from sharp_dagster.publish.materialize import materialize_partitions
+from sharp_dagster.publish.materialize import materialize_partitions, warehouse
 from sharp_dagster.publish.run import AssetPublish
 from sharp_dagster.redact import scrub_text
 from sharp_dagster.settings import ods_source_threads
+from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.warehouse.cdc_layout import OdsTable
 
 log = logging.getLogger("sharp_dagster.ods_source")
@@ -125,11 +126,16 @@ def materialize_tables(context: Any, publishes: dict[AssetKey, AssetPublish], th
     """Each table's lifecycle (`materialize_partitions`, as a table-asset's run) on up to `threads` threads; its
     events and log lines reported from this thread as it finishes. Tables that failed do not stop the others; the
     run then fails naming each of them and why."""
-    job_log_or_fail()  # unreachable: nothing is touched (and the process's job log is made here, once)
-    context.resources.spark.store()  # the session and the catalog made once, before the threads share them
+    # The session, the catalog and the warehouse's handle made once, before the threads share them (the job log
+    # first: when it is unreachable nothing is touched); within `counts_read_once`, the raw binlog table's
+    # partition metadata (each table's raw counts of the day) is read once for all tables, not once per table.
+    store = warehouse(context)
     failed: list[TableOutcome] = []
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(publishes)))) as pool:
-        futures = [pool.submit(run_table, context, key, publish) for key, publish in publishes.items()]
+    with (
+        store.counts_read_once(),
+        ThreadPoolExecutor(max_workers=max(1, min(threads, len(publishes)))) as pool,
+    ):
+        futures = [pool.submit(run_table, context, key, publish, store) for key, publish in publishes.items()]
         for future in as_completed(futures):
             outcome = future.result()  # a BaseException (a kill, an interrupt) ends the run here
             for level, message in outcome.lines:
@@ -161,12 +167,12 @@ class TableOutcome:
     error: Exception | None = None
 
 
-def run_table(context: Any, key: AssetKey, publish: AssetPublish) -> TableOutcome:
+def run_table(context: Any, key: AssetKey, publish: AssetPublish, store: IcebergTables) -> TableOutcome:
     """One table's lifecycle in a worker thread, its events and log lines held for the op's thread."""
     table_context = TableContext(context, key)
     outcome = TableOutcome(key, lines=table_context.log.lines)
     try:
-        for event in materialize_partitions(table_context, publish, batch=True):
+        for event in materialize_partitions(table_context, publish, batch=True, tables=store):
             outcome.events.append(event)
     except Exception as exc:  # a failed table holds back only itself: the run reports it after the others
         log.info("%s: %s", key.to_user_string(), describe(exc))

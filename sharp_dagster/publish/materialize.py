@@ -68,15 +68,18 @@ from sharp_dagster.spark.iceberg import IcebergTables
 BATCH_MAX_PERIODS = 31
 
 
-def materialize_partitions(context: Any, asset: AssetPublish, batch: bool = False) -> Iterator[Any]:
+def materialize_partitions(
+    context: Any, asset: AssetPublish, batch: bool = False, tables: IcebergTables | None = None
+) -> Iterator[Any]:
     """Materialize the run's partitions of one log-driven asset, strictly oldest first, each through the whole
     lifecycle. With `batch`, several pending partitions go as one batch first (`range.py`: one write, one audit
     pass, one publish); when it is abandoned (nothing published) they go one by one as below. Yields Dagster
     events: check results and one `MaterializeResult` (a range run also yields one `AssetMaterialization` per
     partition published before a failure). In a range (a single-run backfill), partitions already SUCCESS are
     skipped unless the run is a refresh, so a relaunched backfill resumes at its failure; at the first failure the
-    later partitions never run."""
-    tables = _warehouse(context)
+    later partitions never run. `tables`: the warehouse's tables when the caller holds them already (a source's
+    day: one handle for every table, `assets/ods_source.py`)."""
+    tables = tables if tables is not None else warehouse(context)
     periods = [asset.log_asset.spec.period_for_key(key) for key in context.partition_keys]  # parsed once here
     refresh = context.run.tags.get(REFRESH_TAG) == "true"
     single = len(periods) == 1
@@ -115,7 +118,7 @@ def materialize_partitions(context: Any, asset: AssetPublish, batch: bool = Fals
     yield MaterializeResult(metadata=_metadata(asset, tables, done, schema, last_results, single))
 
 
-def _warehouse(context: Any) -> IcebergTables:
+def warehouse(context: Any) -> IcebergTables:
     """The warehouse's tables, after the job log: when that is unreachable nothing is touched (the catalog lives
     there too)."""
     job_log_or_fail()

@@ -11,6 +11,7 @@ Nothing here imports Dagster. The table API is reached through Py4J (`Spark3Util
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -31,27 +32,36 @@ class IcebergTables(RangeStage, WriteAuditPublish, SnapshotHistory):
     """Stages, audits, publishes and undoes partitions of Iceberg tables in one catalog of one SparkSession."""
 
     _counts_memo: dict[str, Any] | None = None
+    _counts_locks: dict[str, threading.Lock] = {}
+    _locks_lock = threading.Lock()  # guards the making of a key's lock
 
     @contextmanager
     def counts_read_once(self) -> Iterator[None]:
         """Within the block, each table's partition counts (and an ODS table's day tags, `cdc.ods.read`) are read
-        once: a range run reads the same upstream tables for every period, and those are not written meanwhile
-        (their periods passed the upstream gate)."""
-        self._counts_memo = {}
+        once: a range run reads the same upstream tables for every period, and a source's day (`assets/ods_source.py`)
+        the same raw binlog table for every table, from several threads; those are not written meanwhile (their
+        periods passed the upstream gate: the done markers). A block inside another keeps the outer one's memory."""
+        if self._counts_memo is not None:  # inside another such block (a range in a source's day): its memory
+            yield
+            return
+        self._counts_memo, self._counts_locks = {}, {}
         try:
             yield
         finally:
-            self._counts_memo = None
+            self._counts_memo, self._counts_locks = None, {}
 
     def read_once(self, key: str, read: Callable[[], T]) -> T:
         """`read()`; within `counts_read_once()`, its first answer for `key` again (what `cdc.ods.read` reads of an
-        ODS table's tags goes through it)."""
+        ODS table's tags goes through it). Threads asking for the same key at once wait for the one that reads it."""
         memo = self._counts_memo
         if memo is None:
             return read()
-        if key not in memo:
-            memo[key] = read()
-        return memo[key]
+        with self._locks_lock:
+            lock = self._counts_locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in memo:
+                memo[key] = read()
+            return memo[key]
 
     def list_partitions(self, ref: TableRef) -> list[dict[str, str]]:
         """Partitions of `main` that hold rows, sorted by their values."""
@@ -60,10 +70,11 @@ class IcebergTables(RangeStage, WriteAuditPublish, SnapshotHistory):
 
     def partition_counts(self, ref: TableRef) -> dict[tuple[str, ...], int]:
         """Rows of every partition of `main` that holds rows, from the table's metadata (no data is read): partitions
-        are only ever replaced whole, so the data files' record counts are the rows."""
-        memo = self._counts_memo
-        if memo is not None and ref.qualified in memo:
-            return memo[ref.qualified]
+        are only ever replaced whole, so the data files' record counts are the rows. Read once within
+        `counts_read_once()`."""
+        return self.read_once(ref.qualified, lambda: self._partition_counts(ref))
+
+    def _partition_counts(self, ref: TableRef) -> dict[tuple[str, ...], int]:
         if not self.exists(ref):
             return {}
         self.refresh(ref)
@@ -71,10 +82,7 @@ class IcebergTables(RangeStage, WriteAuditPublish, SnapshotHistory):
         rows = self.spark.sql(
             f"SELECT {cols}, record_count FROM {self.name(ref)}.partitions WHERE record_count > 0"
         ).collect()
-        counts = {tuple(str(r[c]) for c in ref.partition_cols): int(r["record_count"]) for r in rows}
-        if memo is not None:
-            memo[ref.qualified] = counts
-        return counts
+        return {tuple(str(r[c]) for c in ref.partition_cols): int(r["record_count"]) for r in rows}
 
     def has_partition(self, ref: TableRef, values: Mapping[str, str]) -> bool:
         wanted = self._check_values(ref, values)

@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 from sharp_dagster import jvm
 from sharp_dagster.settings import Settings, spark_driver_host, spark_jars, spark_log_level, warehouse_uri
 from sharp_dagster.spark.catalog import catalog_conf, provide_password_file
+from sharp_dagster.spark.py4j_names import remember_names
 
 LOG4J_CONF = Path(__file__).with_name("log4j2.properties")
 
@@ -89,6 +90,8 @@ def build_spark_session(
     for key, value in merged.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    remember_names(SparkContext, SparkContext._gateway)
+    spark._jvm = SparkContext._jvm  # the session's own copy of the context's view, made when it was created
     provide_password_file(spark)  # the catalog's password: a file the JDBC driver reads, never Spark conf
     spark.sparkContext.setLogLevel(level if level != "OFF" else "ERROR")
     return spark

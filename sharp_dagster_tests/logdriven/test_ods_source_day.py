@@ -20,8 +20,11 @@ def day_tags(spark, table):
     return {r.name for r in spark.sql(f"SELECT name FROM ods.{table}.refs WHERE type = 'TAG'").collect()}
 
 
-def test_a_strong_rule_failing_in_one_table_publishes_the_others_of_the_source_day(own_feed, spark):
+def test_a_strong_rule_failing_in_one_table_publishes_the_others_of_the_source_day(
+    own_feed, spark, monkeypatch
+):
     from dagster import materialize
+    from pyspark.sql import SparkSession
 
     from sharp_dagster.logdriven import job_log
     from sharp_dagster.warehouse.cdc_layout import ods_tables
@@ -36,6 +39,15 @@ def test_a_strong_rule_failing_in_one_table_publishes_the_others_of_the_source_d
     tables = sorted(t.name for t in ods_tables() if t.database == "shop")
     assert "orders" in tables and len(tables) >= 3, tables
     keys = [AssetKey(["ods", t]) for t in tables]
+    metadata_reads = []
+    sql = SparkSession.sql
+
+    def counted(self, query, *args, **kwargs):
+        if ".partitions" in query:
+            metadata_reads.append(query)
+        return sql(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(SparkSession, "sql", counted)
     result = materialize(
         list(feed.defs.assets),
         selection=[*keys, DETAIL],
@@ -45,6 +57,11 @@ def test_a_strong_rule_failing_in_one_table_publishes_the_others_of_the_source_d
         raise_on_error=False,
     )
     assert not result.success
+    monkeypatch.setattr(SparkSession, "sql", sql)
+    raw_reads = [q for q in metadata_reads if "original_binlog" in q]
+    assert len(raw_reads) == 1, (
+        f"the raw binlog's partition metadata read once for {len(tables)} tables: {raw_reads}"
+    )
     ods_steps = {e.step_key for e in result.all_events if e.step_key and e.step_key.startswith("ods_source_")}
     assert ods_steps == {"ods_source_shop"}, f"the source's tables in one step: {ods_steps}"
     failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
