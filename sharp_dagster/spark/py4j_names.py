@@ -46,11 +46,10 @@ class KnownPackage(JavaPackage):
 
 
 class KnownView(JVMView):
-    """A view of the JVM whose names are asked once: the view it is made from (its id, its imports), shared."""
+    """A view of the JVM whose names are asked once: the view it is made from (its id, its imports), shared, not
+    a new view in the JVM (so `JVMView.__init__` is not called)."""
 
-    def __init__(
-        self, view: JVMView
-    ) -> None:  # not JVMView.__init__: the same view, not a new one in the JVM
+    def __init__(self, view: JVMView) -> None:
         self.__dict__.update(view.__dict__)
         self._known: dict[str, Any] = {}
 
