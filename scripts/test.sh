@@ -11,11 +11,13 @@ rest=()
 for dir in "${first[@]}"; do rest+=(--ignore "$dir"); done
 # The s3a:// test needs SeaweedFS, too long to build within CI's time: opt-in (`make test-s3`).
 opt_in=(--ignore sharp_dagster_tests/cluster/test_s3.py)
+# Each half names its 15 slowest tests (set-up, call and teardown apart) at its end: where CI's time goes.
+durations=(--durations=15)
 log=$(mktemp "${TMPDIR:-/tmp}/sharp_tests_first.XXXXXX")
-.venv/bin/python -m pytest "${first[@]}" "${opt_in[@]}" "$@" >"$log" 2>&1 &
+.venv/bin/python -m pytest "${first[@]}" "${opt_in[@]}" "${durations[@]}" "$@" >"$log" 2>&1 &
 pid=$!
 rest_log=$(mktemp "${TMPDIR:-/tmp}/sharp_tests_rest.XXXXXX")
-.venv/bin/python -m pytest "${rest[@]}" "$@" 2>&1 | tee "$rest_log"
+.venv/bin/python -m pytest "${rest[@]}" "${durations[@]}" "$@" 2>&1 | tee "$rest_log"
 rc_rest=${PIPESTATUS[0]}
 wait "$pid"
 rc_first=$?
