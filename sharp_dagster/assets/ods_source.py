@@ -47,13 +47,14 @@ from sharp_dagster.assets.cdc_assets import (
     ods_publish,
 )
 from sharp_dagster.joblog.planner import LogDrivenAsset
+from sharp_dagster.logdriven import job_log_or_fail
 from sharp_dagster.partitions import partitions_for
 from sharp_dagster.publish.failures import error_text
-from sharp_dagster.publish.materialize import materialize_partitions, warehouse
+from sharp_dagster.publish.materialize import materialize_partitions
 from sharp_dagster.publish.run import AssetPublish
+from sharp_dagster.publish.warehouse import RunWarehouse
 from sharp_dagster.redact import scrub_text
 from sharp_dagster.settings import ods_source_threads
-from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.warehouse.cdc_layout import OdsTable
 
 log = logging.getLogger("sharp_dagster.ods_source")
@@ -126,13 +127,14 @@ def materialize_tables(context: Any, publishes: dict[AssetKey, AssetPublish], th
     """Each table's lifecycle (`materialize_partitions`, as a table-asset's run) on up to `threads` threads; its
     events and log lines reported from this thread as it finishes. Tables that failed do not stop the others; the
     run then fails naming each of them and why."""
-    # The session, the catalog and the warehouse's handle made once, before the threads share them (the job log
-    # first: when it is unreachable nothing is touched); within `counts_read_once`, the raw binlog table's
-    # partition metadata (each table's raw counts of the day) is read once for all tables, not once per table.
-    store = warehouse(context)
+    # The session, the catalog and the warehouse's handle made once, at the first table's claim, and shared by the
+    # threads (the job log first: when it is unreachable nothing is touched; a run whose every table is refused
+    # never starts Spark); with `read_once`, the raw binlog table's partition metadata (each table's raw counts of
+    # the day) is read once for all tables, not once per table.
+    job_log_or_fail()
     failed: list[TableOutcome] = []
     with (
-        store.counts_read_once(),
+        RunWarehouse(context, read_once=True) as store,
         ThreadPoolExecutor(max_workers=max(1, min(threads, len(publishes)))) as pool,
     ):
         futures = [pool.submit(run_table, context, key, publish, store) for key, publish in publishes.items()]
@@ -167,12 +169,12 @@ class TableOutcome:
     error: Exception | None = None
 
 
-def run_table(context: Any, key: AssetKey, publish: AssetPublish, store: IcebergTables) -> TableOutcome:
+def run_table(context: Any, key: AssetKey, publish: AssetPublish, store: RunWarehouse) -> TableOutcome:
     """One table's lifecycle in a worker thread, its events and log lines held for the op's thread."""
     table_context = TableContext(context, key)
     outcome = TableOutcome(key, lines=table_context.log.lines)
     try:
-        for event in materialize_partitions(table_context, publish, batch=True, tables=store):
+        for event in materialize_partitions(table_context, publish, batch=True, shared=store):
             outcome.events.append(event)
     except Exception as exc:  # a failed table holds back only itself: the run reports it after the others
         log.info("%s: %s", key.to_user_string(), describe(exc))

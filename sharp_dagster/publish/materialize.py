@@ -47,20 +47,21 @@ fault tests stop or kill a run at.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import nullcontext
 from typing import Any
 
-from dagster import AssetMaterialization, Failure, MaterializeResult, MetadataValue, TableColumn, TableSchema
+from dagster import AssetMaterialization, MaterializeResult, MetadataValue, TableColumn, TableSchema
 from pyspark.sql import DataFrame
 
 from sharp_dagster.dqc.runner import blocking_failures
 from sharp_dagster.joblog import SUCCESS, Period
 from sharp_dagster.logdriven import REFRESH_TAG, job_log_or_fail
-from sharp_dagster.publish.failures import as_failure, error_text
+from sharp_dagster.publish.failures import as_failure
 from sharp_dagster.publish.later import audit_later, later_gate, later_report
 from sharp_dagster.publish.range import materialize_range
 from sharp_dagster.publish.rules import check_result, evaluate, score_metadata, strong_gate, weak_report
 from sharp_dagster.publish.run import AssetPublish, PartitionRun
-from sharp_dagster.redact import scrub_text
+from sharp_dagster.publish.warehouse import RunWarehouse
 from sharp_dagster.spark.iceberg import IcebergTables
 
 # The most periods one batch holds (an ODS merge's batch keeps every day's changes until its write): a longer range
@@ -69,7 +70,7 @@ BATCH_MAX_PERIODS = 31
 
 
 def materialize_partitions(
-    context: Any, asset: AssetPublish, batch: bool = False, tables: IcebergTables | None = None
+    context: Any, asset: AssetPublish, batch: bool = False, shared: RunWarehouse | None = None
 ) -> Iterator[Any]:
     """Materialize the run's partitions of one log-driven asset, strictly oldest first, each through the whole
     lifecycle. With `batch`, several pending partitions go as one batch first (`range.py`: one write, one audit
@@ -77,9 +78,14 @@ def materialize_partitions(
     events: check results and one `MaterializeResult` (a range run also yields one `AssetMaterialization` per
     partition published before a failure). In a range (a single-run backfill), partitions already SUCCESS are
     skipped unless the run is a refresh, so a relaunched backfill resumes at its failure; at the first failure the
-    later partitions never run. `tables`: the warehouse's tables when the caller holds them already (a source's
-    day: one handle for every table, `assets/ods_source.py`)."""
-    tables = tables if tables is not None else warehouse(context)
+    later partitions never run. The warehouse is opened at the first claim (`warehouse.RunWarehouse`); `shared`:
+    the run's, when the caller shares one (a source's day: one for every table, `assets/ods_source.py`)."""
+    job_log_or_fail()  # unreachable: nothing is touched
+    with RunWarehouse(context) if shared is None else nullcontext(shared) as store:
+        yield from _materialize(context, asset, batch, store)
+
+
+def _materialize(context: Any, asset: AssetPublish, batch: bool, store: RunWarehouse) -> Iterator[Any]:
     periods = [asset.log_asset.spec.period_for_key(key) for key in context.partition_keys]  # parsed once here
     refresh = context.run.tags.get(REFRESH_TAG) == "true"
     single = len(periods) == 1
@@ -98,7 +104,7 @@ def materialize_partitions(
     while pending:
         chunk, pending = pending[:BATCH_MAX_PERIODS], pending[BATCH_MAX_PERIODS:]
         if batch and len(chunk) > 1:
-            outcome = materialize_range(context, asset, tables, chunk)
+            outcome = materialize_range(context, asset, store, chunk)
             if outcome is not None:
                 batch_done, last_results, schema, (last_run, later) = outcome
                 done.extend(batch_done)
@@ -106,7 +112,7 @@ def materialize_partitions(
                 continue
         for period in chunk:
             try:
-                rows, last_results, schema = yield from _one_period(context, asset, tables, period, single)
+                rows, last_results, schema = yield from _one_period(context, asset, store, period, single)
             except BaseException:
                 if not single:
                     yield from _published_before_the_failure(context, done)
@@ -115,21 +121,7 @@ def materialize_partitions(
     if not single:  # one result per check for the run (the last partition's); all are in dqc_result
         for result in last_results:
             yield check_result(context.asset_key, result)
-    yield MaterializeResult(metadata=_metadata(asset, tables, done, schema, last_results, single))
-
-
-def warehouse(context: Any) -> IcebergTables:
-    """The warehouse's tables, after the job log: when that is unreachable nothing is touched (the catalog lives
-    there too)."""
-    job_log_or_fail()
-    try:
-        return context.resources.spark.store()
-    except Exception as exc:
-        raise Failure(
-            description=scrub_text(
-                f"the warehouse catalog is unavailable, nothing was written: {error_text(exc)}"
-            )
-        ) from None
+    yield MaterializeResult(metadata=_metadata(asset, store.opened, done, schema, last_results, single))
 
 
 def _published_before_the_failure(
@@ -144,14 +136,14 @@ def _published_before_the_failure(
 
 
 def _one_period(
-    context: Any, asset: AssetPublish, tables: IcebergTables, period: Period, single: bool
+    context: Any, asset: AssetPublish, store: RunWarehouse, period: Period, single: bool
 ) -> Iterator[Any]:
     """One period through the whole lifecycle, on its own; yields its Dagster events and returns `(rows published,
     rule results, schema)`. Any failure records FAILURE and is raised as a scrubbed `Failure`."""
     key = period.partition_key
-    app_id = context.resources.spark.session().sparkContext.applicationId
     later: list = []
-    run = PartitionRun.begin(context, asset.log_asset, period, tables, application_id=app_id)
+    run = PartitionRun.begin(context, asset.log_asset, period, store)
+    tables = run.tables
     try:
         out = asset.compute(period, run)
         staged = run.stage(asset.target, run.values, out) if isinstance(out, DataFrame) else run.adopt(out)
@@ -177,7 +169,7 @@ def _one_period(
 
 
 def _metadata(
-    asset: AssetPublish, tables: IcebergTables, done, schema, results, single: bool
+    asset: AssetPublish, tables: IcebergTables | None, done, schema, results, single: bool
 ) -> dict[str, Any]:
     meta: dict[str, Any] = {"dagster/table_name": asset.target.qualified, **score_metadata(results)}
     if single and done:
@@ -189,7 +181,7 @@ def _metadata(
         meta["dagster/column_schema"] = TableSchema(
             columns=[TableColumn(f.name, f.dataType.simpleString()) for f in schema.fields]
         )
-    if done:
+    if done and tables is not None:
         meta["snapshot_id"] = str(tables.current_snapshot_id(asset.target))
     return meta
 

@@ -40,6 +40,7 @@ from sharp_dagster.publish.failures import as_failure, error_text
 from sharp_dagster.publish.later import audit_later, first_failed
 from sharp_dagster.publish.rules import evaluate_range, weak_report
 from sharp_dagster.publish.run import AssetPublish, PartitionRun, dead_branches
+from sharp_dagster.publish.warehouse import RunWarehouse
 from sharp_dagster.redact import scrub_text
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import TableRef
@@ -54,24 +55,25 @@ class BatchAbandoned(RuntimeError):
 
 
 def materialize_range(
-    context: Any, asset: AssetPublish, tables: IcebergTables, periods: list[Period]
+    context: Any, asset: AssetPublish, store: RunWarehouse, periods: list[Period]
 ) -> tuple[list[tuple[str, int]], list, Any, tuple] | None:
     """Publish the pending `periods` (oldest first) as one batch; returns `(done, last results, schema, (last run,
     the later periods it re-published: `later.LaterAudit`s))`, or None when the batch was abandoned with nothing
-    published (the caller then runs them one by one)."""
-    app_id = context.resources.spark.session().sparkContext.applicationId
+    published (the caller then runs them one by one). The warehouse opens at the first claim (`store`)."""
     runs: list[PartitionRun] = []
     branch: str | None = None
     staged = None
     target = asset.target
+    tables: IcebergTables | None = None
     try:
         frames = []
         held: dict[str, str] = {}
-        with tables.counts_read_once():  # the upstream tables' partition metadata, read once for the range
+        with ExitStack() as once:
             for period in periods:
-                run = PartitionRun.begin(
-                    context, asset.log_asset, period, tables, application_id=app_id, held=held, in_batch=True
-                )
+                run = PartitionRun.begin(context, asset.log_asset, period, store, held=held, in_batch=True)
+                if tables is None:  # the upstream tables' partition metadata, read once for the range
+                    tables = run.tables
+                    once.enter_context(tables.counts_read_once())
                 runs.append(run)
                 held[run.handle.range_start] = str(run.run_id)
                 if asset.stage_range is None:

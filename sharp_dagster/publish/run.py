@@ -39,6 +39,7 @@ from sharp_dagster.lineage import openlineage
 from sharp_dagster.logdriven import PROJECT_NAME, alert_attempt_failure, job_log_or_fail
 from sharp_dagster.periods import period_values
 from sharp_dagster.publish.failures import error_text
+from sharp_dagster.publish.warehouse import RunWarehouse
 from sharp_dagster.redact import scrub_text
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import TableRef
@@ -112,7 +113,7 @@ class PartitionRun:
         handle: JobHandle,
         run_id: str,
         context: Any,
-        tables: IcebergTables,
+        tables: IcebergTables | None,
     ):
         self.job_log = jl
         self.asset = asset
@@ -141,16 +142,17 @@ class PartitionRun:
         context: Any,
         asset: LogDrivenAsset,
         period: Period,
-        tables: IcebergTables,
-        application_id: str | None = None,
+        store: RunWarehouse,
         held: dict[str, str] | None = None,
         in_batch: bool = False,
     ) -> PartitionRun:
-        """Check, claim, gate. `held`: the earlier periods this run claimed already (`check_ordered`). `in_batch`:
-        a refused gate withdraws the claim instead of recording FAILURE (the range is then run one period at a
-        time, which records it: `range.py`)."""
+        """Check, claim, gate, then open the warehouse: Spark starts only once a claim is won and its gate passed
+        (`warehouse.py`), so a refused run never starts it; the claim records the Spark application id then. `held`: the earlier periods
+        this run claimed already (`check_ordered`). `in_batch`: a refused gate withdraws the claim instead of
+        recording FAILURE (the range is then run one period at a time, which records it: `range.py`)."""
         jl = job_log_or_fail()
         partition_key = period.partition_key
+        opened = store.opened
         try:
             check_ordered(jl, asset.job_name, asset.spec, period, held=held)
         except OutOfOrder as exc:
@@ -165,14 +167,17 @@ class PartitionRun:
                 partition_key=partition_key,
                 incremental_type=asset.incremental_type,
                 project_name=PROJECT_NAME,
-                application_id=application_id,
+                application_id=opened.spark.sparkContext.applicationId if opened else None,
             )
         except ClaimRefused as exc:
             raise Failure(description=scrub_text(f"duplicate run refused: {exc}")) from None
-        run = cls(jl, asset, period, handle, context.run_id, context, tables)
+        run = cls(jl, asset, period, handle, context.run_id, context, opened)
         run._lineage_event("START", window=(period.start, period.end))
         try:
             run._check_upstreams(period)
+            if opened is None:  # the run's first claim passed its gate: Spark starts here
+                run.tables = store.open()
+                jl.set_application_id(handle, store.application_id())
         except BaseException as exc:
             if in_batch and isinstance(exc, Exception):
                 run.withdraw()

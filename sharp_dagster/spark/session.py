@@ -92,6 +92,10 @@ def build_spark_session(
     spark = builder.getOrCreate()
     remember_names(SparkContext, SparkContext._gateway)
     spark._jvm = SparkContext._jvm  # the session's own copy of the context's view, made when it was created
+    # The session active on the calling thread too: Spark loads a catalog with the conf of the thread's active
+    # session, and a thread that has none (a source's table thread opening the warehouse at its claim:
+    # `publish/warehouse.py`) would not see a catalog set at runtime (`catalog.use_warehouse`): CATALOG_NOT_FOUND.
+    spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
     provide_password_file(spark)  # the catalog's password: a file the JDBC driver reads, never Spark conf
     spark.sparkContext.setLogLevel(level if level != "OFF" else "ERROR")
     return spark

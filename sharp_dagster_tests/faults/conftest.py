@@ -10,10 +10,8 @@ import pytest
 
 from sharp_dagster.demo.generator import generate
 from sharp_dagster.servers.process import stop_process
-from sharp_dagster_tests.faults.harness import LANDED_UP_FRONT, SMALL, World, point_catalog
+from sharp_dagster_tests.faults.harness import BACKENDS, LANDED_UP_FRONT, SMALL, World, point_catalog
 from sharp_dagster_tests.joblog.pgserver import PostgresServer, unavailable_reason
-
-BACKENDS = ["sqlite", "postgresql"]
 
 
 class RestartablePostgres(PostgresServer):

@@ -24,6 +24,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from dagster import AssetKey, materialize
 
 from sharp_dagster.demo.generator import GeneratorConfig
@@ -36,6 +37,20 @@ D1, D2, D3, D4, D5 = "2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "20
 LANDED_UP_FRONT = (D1, D2, D3)
 STALE_S = 3.0  # the claim timeout of runs that are to be taken over (heartbeat every 0.75 s)
 FIGURES_ENV = "SHARP_FAULT_FIGURES"
+
+BACKENDS = ["sqlite", "postgresql"]
+BOTH_BACKENDS_ENV = "SHARP_FAULTS_BOTH_BACKENDS"
+
+
+def on_backend(backend: str):
+    """Run a fault test on one backend: a fault of the lifecycle or the landing, where the job log's backend is
+    not what is under test. Its kill or restart costs a child run and a recovery, minutes under CI's load, so the
+    matrix spreads such faults over both backends (each backend recovers from some of them) instead of running
+    every one twice; the claim races and takeovers, where the backend is what is tested, run on both. With
+    SHARP_FAULTS_BOTH_BACKENDS=1 every fault runs on both backends."""
+    both = os.environ.get(BOTH_BACKENDS_ENV, "").strip() in {"1", "true", "yes"}
+    return pytest.mark.parametrize("world", BACKENDS if both else [backend], indirect=True)
+
 
 # One asset partition materialized through Dagster, as `dagster asset materialize` would: the last line of stdout
 # is the outcome as JSON. With a gate directory (argv[3]) every claim first waits for the test's "go" file, so
@@ -64,7 +79,10 @@ CHILD = textwrap.dedent(
                              run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
     failure = next((e for e in result.all_events if e.is_step_failure), None)
     error = failure.step_failure_data.error.to_string() if failure else None
-    print("RESULT " + json.dumps({"success": result.success, "run_id": result.run_id, "error": error}), flush=True)
+    from pyspark import SparkContext
+    spark = SparkContext._active_spark_context is not None  # did this run start a Spark driver?
+    outcome = {"success": result.success, "run_id": result.run_id, "error": error, "spark": spark}
+    print("RESULT " + json.dumps(outcome), flush=True)
     """
 )
 

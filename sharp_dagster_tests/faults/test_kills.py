@@ -3,6 +3,9 @@ publish but before SUCCESS). Each kills the FIRST run of a fresh partition, so w
 rows on `main` unless the publish happened, a staging branch when the write had started, the job log RUNNING. The
 next run, once the claim timed out, takes over: the dead attempt ends FAILURE ("heartbeat lost"), the new one
 SUCCESS, its staging branch cleaned, and the rows equal a fault-free run's, row for row.
+
+Each kill point runs on one backend (`on_backend`), each backend taking over after one kill that left a staging
+branch and one that did not; SHARP_FAULTS_BOTH_BACKENDS=1 runs all four on both.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from sharp_dagster_tests.faults.harness import (
     current_publish,
     failure_text,
     materialize_here,
+    on_backend,
     prepare,
     published,
     record,
@@ -83,18 +87,22 @@ def kill_at(world, name: str, day: str, point: str, fault: str) -> None:
     )
 
 
+@on_backend("postgresql")
 def test_sigkill_after_claim(world):
     kill_at(world, "ods/product", D1, "after_claim", "1 SIGKILL after the claim")
 
 
+@on_backend("sqlite")
 def test_sigkill_mid_write(world):
     # D2: the table exists (D1 made it), so the kill leaves a real staging branch of a real table behind.
     kill_at(world, "ods/user_info", D2, "mid_write", "2 SIGKILL mid-write")
 
 
+@on_backend("postgresql")
 def test_sigkill_after_audit_before_publish(world):
     kill_at(world, "ods/orders", D1, "after_audit", "3 SIGKILL after the audit, before the publish")
 
 
+@on_backend("sqlite")
 def test_sigkill_after_publish_before_success(world):
     kill_at(world, "ods/order_item", D1, "after_publish", "4 SIGKILL after the publish, before SUCCESS")

@@ -8,6 +8,8 @@
    change of the day.
 
 The oracle is the generated source itself: each change of a day is one binlog message at position 4 + 100 * seq.
+Neither fault is about the job log's backend: each runs on one (`on_backend`; both with
+SHARP_FAULTS_BOTH_BACKENDS=1).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from sharp_dagster.demo.generator import read_changes
 from sharp_dagster.joblog import FAILURE, SUCCESS
 from sharp_dagster.settings import Settings
-from sharp_dagster_tests.faults.harness import D4, D5, record
+from sharp_dagster_tests.faults.harness import D4, D5, on_backend, record
 
 
 def _landing_name(world) -> str:
@@ -47,6 +49,7 @@ def _landed_raw(world, day: str) -> list[tuple[str, int]]:
     return sorted((r.source_table, int(r.binlog_pos)) for r in rows)
 
 
+@on_backend("postgresql")
 def test_broker_restarted_mid_landing(world, monkeypatch):
     from sharp_dagster.cdc.landing import land as landing
 
@@ -120,6 +123,7 @@ def _poison(world) -> dict[str, bytes]:
     }
 
 
+@on_backend("sqlite")
 def test_poison_messages_are_quarantined_and_the_landing_goes_on(world):
     from confluent_kafka import Producer
 

@@ -1,6 +1,8 @@
 """Fixtures of the browser test: a data folder with upstream partitions ready, `dagster dev` on it, Chromium.
 
-Everything lives in one temp folder; `dagster dev` and the run workers it starts get the folder through their
+One data folder, one prepared set of upstream partitions and one `dagster dev` serve both UI tests (package scope:
+stopped after the last test of `ui/`); the browser test materializes `dwd/order_detail`, the backfill test
+`ods/product` from 2024-01-03 on, so neither sees the other's runs. Everything lives in one temp folder; `dagster dev` and the run workers it starts get the folder through their
 environment (SHARP_DATA_DIR, DAGSTER_HOME), never the repo's `data/`.
 """
 
@@ -64,7 +66,7 @@ def graphql(url: str, query: str, variables: dict | None = None, timeout: float 
     return answer["data"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def chromium_path() -> Path:
     found = find_chromium()
     if found is None:
@@ -72,13 +74,13 @@ def chromium_path() -> Path:
     return found
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def artifacts_dir() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def ui_env(tmp_path_factory) -> Iterator[dict[str, str]]:
     """The child processes' environment over a fresh data folder, with the sample shop generated."""
     from sharp_dagster.demo.generator import GeneratorConfig, generate
@@ -105,12 +107,12 @@ def ui_env(tmp_path_factory) -> Iterator[dict[str, str]]:
     generate(data_dir / "sample", GeneratorConfig(days=7))
     from sharp_dagster_tests.cdc_support import local_broker
 
-    with local_broker() as broker:  # the binlog topic for the module (stopped by its pid at the end)
+    with local_broker() as broker:  # the binlog topic for the UI tests (stopped by its pid at the end)
         env["SHARP_KAFKA_BOOTSTRAP"] = broker.bootstrap_servers
         yield env
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def prepared(ui_env, tmp_path_factory) -> list[str]:
     """Materialize what `dwd/order_detail[2024-01-02]` needs.
 
@@ -148,16 +150,18 @@ def prepared(ui_env, tmp_path_factory) -> list[str]:
     return lines
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def dagster_dev(ui_env, prepared, tmp_path_factory) -> Iterator:
     """`dagster dev` on a free port with the code location loaded; stopped by its pid at the end."""
     from sharp_dagster.servers.dagster_dev import DagsterDev
 
     work = tmp_path_factory.mktemp("dev")
-    dev = DagsterDev(env=ui_env, log_path=work / "dagster_dev.log", cwd=work, startup_timeout=120)
+    # 300 s: under CI's load (both test halves, load 15-20 on 2 cores) the webserver once took more than 120 s to
+    # answer /server_info, and the backfill test failed before it began.
+    dev = DagsterDev(env=ui_env, log_path=work / "dagster_dev.log", cwd=work, startup_timeout=300)
     dev.start()
     try:
-        _wait_location_loaded(dev, timeout=120)
+        _wait_location_loaded(dev, timeout=300)
         yield dev
     finally:
         dev.stop()
@@ -208,7 +212,7 @@ def page(chromium_path):
             browser.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def gql(dagster_dev):
     """`gql(query, variables)` against the running `dagster dev`."""
     return lambda query, variables=None: graphql(dagster_dev.url, query, variables)
