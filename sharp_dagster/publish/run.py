@@ -39,7 +39,7 @@ from sharp_dagster.lineage import openlineage
 from sharp_dagster.logdriven import PROJECT_NAME, alert_attempt_failure, job_log_or_fail
 from sharp_dagster.periods import period_values
 from sharp_dagster.publish.failures import error_text
-from sharp_dagster.publish.warehouse import RunWarehouse
+from sharp_dagster.publish.warehouse import RunWarehouse, application_id
 from sharp_dagster.redact import scrub_text
 from sharp_dagster.spark.iceberg import IcebergTables
 from sharp_dagster.spark.tables import TableRef
@@ -147,9 +147,10 @@ class PartitionRun:
         in_batch: bool = False,
     ) -> PartitionRun:
         """Check, claim, gate, then open the warehouse: Spark starts only once a claim is won and its gate passed
-        (`warehouse.py`), so a refused run never starts it; the claim records the Spark application id then. `held`: the earlier periods
-        this run claimed already (`check_ordered`). `in_batch`: a refused gate withdraws the claim instead of
-        recording FAILURE (the range is then run one period at a time, which records it: `range.py`)."""
+        (`warehouse.py`), so a refused run never starts it; the claim records the Spark application id then.
+        `held`: the earlier periods this run claimed already (`check_ordered`). `in_batch`: a refused gate withdraws
+        the claim instead of recording FAILURE (the range is then run one period at a time, which records it:
+        `range.py`)."""
         jl = job_log_or_fail()
         partition_key = period.partition_key
         opened = store.opened
@@ -167,7 +168,7 @@ class PartitionRun:
                 partition_key=partition_key,
                 incremental_type=asset.incremental_type,
                 project_name=PROJECT_NAME,
-                application_id=opened.spark.sparkContext.applicationId if opened else None,
+                application_id=application_id(opened),
             )
         except ClaimRefused as exc:
             raise Failure(description=scrub_text(f"duplicate run refused: {exc}")) from None
@@ -177,7 +178,7 @@ class PartitionRun:
             run._check_upstreams(period)
             if opened is None:  # the run's first claim passed its gate: Spark starts here
                 run.tables = store.open()
-                jl.set_application_id(handle, store.application_id())
+                jl.set_application_id(handle, application_id(run.tables))
         except BaseException as exc:
             if in_batch and isinstance(exc, Exception):
                 run.withdraw()

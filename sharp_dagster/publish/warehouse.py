@@ -1,8 +1,9 @@
 """The run's warehouse tables, opened at its first claim: a run refused at its claim never starts Spark.
 
-A log-driven run checks the job log and claims its period before it touches the warehouse (`run.PartitionRun.begin`
-opens it right after the claim). A duplicate run (another run holds the period: refused at the claim) or a period
-out of order (refused at the check) ends without a Spark driver: what a sensor tick's or a double-clicked
+A log-driven run checks the job log, claims its period and passes its upstream gate before it touches the warehouse
+(`run.PartitionRun.begin` opens it then). A duplicate run (another run holds the period: refused at the claim), a
+period out of order (refused at the check) or one whose upstream is not done (refused at the gate) ends without a
+Spark driver: what a sensor tick's or a double-clicked
 backfill's duplicates cost is a job-log query each, not a JVM each. A run that claims pays for Spark once, however
 many periods or tables it holds: one `RunWarehouse` is shared by the run's periods and by a source's table threads
 (`assets/ods_source.py`), and opens the tables once under a lock.
@@ -26,12 +27,12 @@ class RunWarehouse:
 
     `read_once`: the opened tables read each table's partition metadata once until the block ends
     (`IcebergTables.counts_read_once`: a source's day reads the raw binlog table's for every table). Use it as a
-    context manager; it ends that block. `tables`: tables the caller opened already."""
+    context manager; it ends that block."""
 
-    def __init__(self, context: Any, read_once: bool = False, tables: IcebergTables | None = None) -> None:
+    def __init__(self, context: Any, read_once: bool = False) -> None:
         self._context = context
         self._read_once = read_once
-        self._tables = tables
+        self._tables: IcebergTables | None = None
         self._lock = threading.Lock()
         self._blocks = ExitStack()
 
@@ -64,6 +65,7 @@ class RunWarehouse:
                 self._tables = tables
             return self._tables
 
-    def application_id(self) -> str:
-        """The Spark application id of the run's session (the warehouse opened first)."""
-        return self.open().spark.sparkContext.applicationId
+
+def application_id(tables: IcebergTables | None) -> str | None:
+    """The Spark application id of opened tables' session; None when nothing is opened yet."""
+    return tables.spark.sparkContext.applicationId if tables is not None else None

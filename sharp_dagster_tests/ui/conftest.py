@@ -2,8 +2,9 @@
 
 One data folder, one prepared set of upstream partitions and one `dagster dev` serve both UI tests (package scope:
 stopped after the last test of `ui/`); the browser test materializes `dwd/order_detail`, the backfill test
-`ods/product` from 2024-01-03 on, so neither sees the other's runs. Everything lives in one temp folder; `dagster dev` and the run workers it starts get the folder through their
-environment (SHARP_DATA_DIR, DAGSTER_HOME), never the repo's `data/`.
+`ods/product` from 2024-01-03 on, so neither sees the other's runs. Everything lives in one temp folder; `dagster
+dev` and the run workers it starts get the folder through their environment (SHARP_DATA_DIR, DAGSTER_HOME), never
+the repo's `data/`.
 """
 
 from __future__ import annotations
