@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,9 @@ def _plain(value: Any) -> Any:
     )
 
 
-def _source_tables(sample_dir: Path, day: str) -> dict[str, dict[Any, dict]]:
-    """Every source table after `day`: the generated snapshot with the day's changes replayed (the oracle)."""
+def _source_tables(sample_dir: Path, days: list[str]) -> dict[str, dict[Any, dict]]:
+    """Every source table at the end of the last of `days` (consecutive, from the first day after the snapshot):
+    the generated snapshot with the days' changes replayed in order (the oracle)."""
     state: dict[str, dict[Any, dict]] = {}
     keys = {key.split("/")[1]: pk for key, (pk, _) in ODS_COLUMNS.items()}
     for table, pk in keys.items():
@@ -48,7 +49,7 @@ def _source_tables(sample_dir: Path, day: str) -> dict[str, dict[Any, dict]]:
             for line in path.read_text().splitlines():
                 row = json.loads(line)
                 rows[row[pk]] = row
-    for change in read_changes(sample_dir, day):
+    for change in (c for day in days for c in read_changes(sample_dir, day)):
         table = change["_table"]
         if table not in keys:
             continue
@@ -59,9 +60,9 @@ def _source_tables(sample_dir: Path, day: str) -> dict[str, dict[Any, dict]]:
     return state
 
 
-def _expected_dwd(source: dict[str, dict[Any, dict]], day: str) -> list[tuple]:
+def _dwd_lines(source: dict[str, dict[Any, dict]], day: str) -> list[dict[str, Any]]:
     """dwd.order_detail from the source: each item of the orders placed on `day`, with the order's and product's
-    state at the end of the day."""
+    state at the end of the day (exact decimals)."""
     rows = []
     for item in source["order_item"].values():
         order = source["orders"].get(item["order_id"])
@@ -69,21 +70,48 @@ def _expected_dwd(source: dict[str, dict[Any, dict]], day: str) -> list[tuple]:
             continue
         product = source["product"].get(item["product_id"]) or {}
         rows.append(
-            tuple(
-                _plain(v)
-                for v in (
-                    item["item_id"],
-                    order["order_id"],
-                    order["user_id"],
-                    order["order_status"],
-                    item["product_id"],
-                    product.get("category") or "unknown",
-                    item["quantity"],
-                    Decimal(str(item["quantity"])) * Decimal(str(item["unit_price"])),
-                )
-            )
+            {
+                "item_id": item["item_id"],
+                "order_id": order["order_id"],
+                "user_id": order["user_id"],
+                "order_status": order["order_status"],
+                "product_id": item["product_id"],
+                "category": product.get("category") or "unknown",
+                "quantity": item["quantity"],
+                "line_amount": Decimal(str(item["quantity"])) * Decimal(str(item["unit_price"])),
+            }
         )
-    return sorted(rows)
+    return rows
+
+
+def _expected_dwd(source: dict[str, dict[Any, dict]], day: str) -> list[tuple]:
+    """dwd.order_detail's compared columns (DWD_COLUMNS) from the source, sorted."""
+    return sorted(tuple(_plain(line[c]) for c in DWD_COLUMNS) for line in _dwd_lines(source, day))
+
+
+def _expected_ads(source: dict[str, dict[Any, dict]], day: str) -> dict[str, tuple]:
+    """ads.gmv_by_category from the source: category -> (orders, items, GMV, rank by GMV, share of the day's GMV),
+    cancelled orders left out; GMV in cents, the share to 6 places, rounded half up (as the SQL's casts)."""
+    by_category: dict[str, dict] = {}
+    for line in _dwd_lines(source, day):
+        if line["order_status"] == "cancelled":
+            continue
+        cat = by_category.setdefault(line["category"], {"orders": set(), "items": 0, "gmv": Decimal(0)})
+        cat["orders"].add(line["order_id"])
+        cat["items"] += line["quantity"]
+        cat["gmv"] += line["line_amount"]
+    total = sum(c["gmv"] for c in by_category.values())
+    cent, micro = Decimal("0.01"), Decimal("0.000001")
+    return {
+        name: (
+            len(c["orders"]),
+            c["items"],
+            c["gmv"].quantize(cent, ROUND_HALF_UP),
+            1 + sum(other["gmv"] > c["gmv"] for other in by_category.values()),  # RANK(): ties share a rank
+            (c["gmv"] / total).quantize(micro, ROUND_HALF_UP),
+        )
+        for name, c in by_category.items()
+    }
 
 
 def _event_files(event_log: Path) -> list[Path]:

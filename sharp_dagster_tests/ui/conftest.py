@@ -105,7 +105,7 @@ def ui_env(tmp_path_factory) -> Iterator[dict[str, str]]:
             "PYTHONPATH": str(REPO_ROOT),
         }
     )
-    generate(data_dir / "sample", GeneratorConfig(days=7))
+    generate(data_dir / "sample", GeneratorConfig(days=5))
     from sharp_dagster_tests.cdc_support import local_broker
 
     with local_broker() as broker:  # the binlog topic for the UI tests (stopped by its pid at the end)
@@ -133,7 +133,7 @@ def prepared(ui_env, tmp_path_factory) -> list[str]:
             sys.executable,
             str(script),
             json.dumps(plan),
-            json.dumps(["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]),
+            json.dumps(["2024-01-01", "2024-01-02", "2024-01-03"]),
         ],
         env=ui_env,
         cwd=work,
