@@ -142,9 +142,11 @@ def prepared(ui_env, tmp_path_factory) -> list[str]:
         timeout=PREP_TIMEOUT,
         check=False,
     )
+    # The step's own error first (the script prints it), then the log's tail.
+    failed = "\n".join(ln for ln in proc.stdout.splitlines() if ln.startswith("PREP FAILED"))[:6000]
     output = (proc.stdout + proc.stderr)[-4000:]
     assert proc.returncode == 0, (
-        f"materializing the upstream partitions failed ({proc.returncode}):\n{output}"
+        f"materializing the upstream partitions failed ({proc.returncode}):\n{failed}\n{output}"
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("prepared")]
     lines.append(f"prep took {time.monotonic() - t0:.1f}s")
