@@ -3,10 +3,10 @@
 A log-driven run checks the job log, claims its period and passes its upstream gate before it touches the warehouse
 (`run.PartitionRun.begin` opens it then). A duplicate run (another run holds the period: refused at the claim), a
 period out of order (refused at the check) or one whose upstream is not done (refused at the gate) ends without a
-Spark driver: what a sensor tick's or a double-clicked
-backfill's duplicates cost is a job-log query each, not a JVM each. A run that claims pays for Spark once, however
-many periods or tables it holds: one `RunWarehouse` is shared by the run's periods and by a source's table threads
-(`assets/ods_source.py`), and opens the tables once under a lock.
+Spark driver: what a sensor tick's or a double-clicked backfill's duplicates cost is a job-log query each, not a JVM
+each. A run that claims pays for Spark once, however many periods or tables it holds: one `RunWarehouse` is shared
+by the run's periods and by a source's table threads (`assets/ods_source.py`), and opens the tables once under a
+lock.
 """
 
 from __future__ import annotations

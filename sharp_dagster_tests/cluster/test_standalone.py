@@ -5,13 +5,13 @@ PostgreSQL, QueuedRunCoordinator, DefaultRunLauncher). The runs' Spark drivers u
 workers (each its own work and local dirs); the warehouse is on a real HDFS, the job log and the Iceberg catalog on
 the same PostgreSQL server, the binlog comes through a real Kafka broker.
 
-Asserted: every table of the chain equals the source at each day's end (the generated snapshot with the days' changes
-replayed: ODS rows, the DWD lines and the ADS aggregates computed from them); Dagster's instance records each
-partition's row count as the table holds it; the driver's data folder holds no table data, marker, quarantine or lineage file; the cluster's executors
-(never the driver) ran the landing, merge and SQL tasks (the Spark event logs); and one worker, killed with its
-executor while that executor runs a task of the ODS merge, costs nothing: Spark runs the lost task again on the
-other worker, the backfill completes, the tables are still equal and the job log records every period as it ended
-(SUCCESS, no period left RUNNING, no FAILURE).
+Asserted: every table of the chain equals the source at each day's end (the generated snapshot with the days'
+changes replayed: ODS rows, the DWD lines and the ADS aggregates computed from them); Dagster's instance records
+each partition's row count as the table holds it; the driver's data folder holds no table data, marker, quarantine
+or lineage file; the cluster's executors (never the driver) ran the landing, merge and SQL tasks (the Spark event
+logs); and one worker, killed with its executor while that executor runs a task of the ODS merge, costs nothing:
+Spark runs the lost task again on the other worker, the backfill completes, the tables are still equal and the job
+log records every period as it ended (SUCCESS, no period left RUNNING, no FAILURE).
 
 The cluster's bootstrap and read-back happen in subprocesses: Spark allows one SparkContext per process, and this
 test process may hold a local one (the session `spark` fixture of other tests). The source is the oracle, not a

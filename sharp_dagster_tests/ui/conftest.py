@@ -142,8 +142,9 @@ def prepared(ui_env, tmp_path_factory) -> list[str]:
         timeout=PREP_TIMEOUT,
         check=False,
     )
-    # The step's own error first (the script prints it), then the log's tail.
-    failed = "\n".join(ln for ln in proc.stdout.splitlines() if ln.startswith("PREP FAILED"))[:6000]
+    # The step's own error first (the script prints it, over several lines, from "PREP FAILED"), then the log's tail.
+    at = proc.stdout.find("PREP FAILED")
+    failed = proc.stdout[at : at + 6000] if at >= 0 else ""
     output = (proc.stdout + proc.stderr)[-4000:]
     assert proc.returncode == 0, (
         f"materializing the upstream partitions failed ({proc.returncode}):\n{failed}\n{output}"
