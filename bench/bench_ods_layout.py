@@ -215,8 +215,17 @@ def current_v3(ds, suffix: str = "v3") -> TableRef:
 
 
 def time_day(
-    ds, v3: TableRef, clock, repeat: int, floors: bool, check: bool = True, merge_into: bool = True
+    ds,
+    v3: TableRef,
+    clock,
+    repeat: int,
+    floors: bool,
+    check: bool = True,
+    merge_into: bool = True,
+    warmup: bool = True,
 ) -> dict:
+    """copy, `MERGE INTO`, ours and the floor of one day, `repeat` alternated rounds each (best kept), after one
+    untimed run of each (JIT, caches) unless not `warmup` (a smoke run: `--quick`)."""
     head = ds.store.current_snapshot_id(v3)
     actions = {"copy": lambda: bm.run_copy(ds)}
     if merge_into:
@@ -229,7 +238,7 @@ def time_day(
     if floors:
         parts = bm.floor_parts(ds)
         actions["floor_day_rows"] = lambda: (parts["day_rows_write"](), parts["new_keys"]())
-    for name, action in actions.items():  # warm-up: JIT, caches
+    for name, action in actions.items() if warmup else ():
         resets.get(name, lambda: None)()
         action()
     runs: dict[str, list] = {name: [] for name in actions}
@@ -434,15 +443,24 @@ def _scaling_point(ds, point: dict) -> dict:
 
 
 def scaling(
-    store, work: Path, sizes: list[int], changes: int, clock, repeat: int, merge_into: bool = True
+    store,
+    work: Path,
+    sizes: list[int],
+    changes: int,
+    clock,
+    repeat: int,
+    merge_into: bool = True,
+    warmup: bool = True,
 ) -> list[dict]:
     """copy, MERGE INTO (merge-on-read; not with `merge_into` false) and ours at other state sizes, with the same
-    changes, `repeat` alternated rounds each (best kept, as in the day's comparison)."""
+    changes, `repeat` alternated rounds each (best kept, as in the day's comparison; `warmup` as `time_day`)."""
     points = []
     for n in sizes:
         ds = bm.Dataset(store, work, n, changes, merge_into=merge_into)
         v3 = current_v3(ds)
-        point = time_day(ds, v3, clock, repeat=repeat, floors=False, check=False, merge_into=merge_into)
+        point = time_day(
+            ds, v3, clock, repeat=repeat, floors=False, check=False, merge_into=merge_into, warmup=warmup
+        )
         points.append(_scaling_point(ds, point))
         _progress({"scaling_point": points[-1]})
     return points
@@ -484,7 +502,8 @@ def measure(store, work: Path, args, started: float) -> dict:
     ds = bm.Dataset(store, work, args.rows, args.changes, merge_into=mi) if needs_main else None
     v3 = current_v3(ds) if needs_main else None
     if needs_main and ("day" in args.parts or "scaling" in args.parts):
-        result["day"] = time_day(ds, v3, clock, args.repeat, floors="day" in args.parts, merge_into=mi)
+        floors = "day" in args.parts
+        result["day"] = time_day(ds, v3, clock, args.repeat, floors, merge_into=mi, warmup=not args.quick)
         _progress(result)
     if "reads" in args.parts:
         result["reads"] = reads(ds, v3, clock, args.repeat)
@@ -515,7 +534,8 @@ def measure(store, work: Path, args, started: float) -> dict:
         _progress(result)
     if "scaling" in args.parts:
         others = [n for n in args.scaling if n != args.rows]
-        points = scaling(store, work, others, args.changes, clock, args.repeat, mi) if others else []
+        warm = not args.quick
+        points = scaling(store, work, others, args.changes, clock, args.repeat, mi, warm) if others else []
         if "day" in result:
             points.append(_scaling_point(ds, result["day"]))
         result["scaling"] = sorted(points, key=lambda p: p["state_rows"])
@@ -558,7 +578,9 @@ OPTIONS = [
 def parse_args(argv: list[str] | None = None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--quick", action="store_true", help="20,000 rows, 2,000 changes, 3 days: a smoke run"
+        "--quick",
+        action="store_true",
+        help="20,000 rows, 2,000 changes, 3 days, no warm-up runs: a smoke run",
     )
     for flag, kind, text in OPTIONS:
         parser.add_argument(flag, type=kind, help=text)
