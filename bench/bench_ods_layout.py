@@ -238,9 +238,10 @@ def time_day(
     if floors:
         parts = bm.floor_parts(ds)
         actions["floor_day_rows"] = lambda: (parts["day_rows_write"](), parts["new_keys"]())
-    for name, action in actions.items() if warmup else ():
-        resets.get(name, lambda: None)()
-        action()
+    if warmup:
+        for name, action in actions.items():
+            resets.get(name, lambda: None)()
+            action()
     runs: dict[str, list] = {name: [] for name in actions}
     for _ in range(repeat):
         for name, action in actions.items():
@@ -499,11 +500,12 @@ def measure(store, work: Path, args, started: float) -> dict:
     }
     needs_main = MAIN_SIZE_PARTS & set(args.parts) or args.rows in args.scaling
     mi = not args.no_merge_into
+    warmup = not args.quick  # a smoke run times each action once, cold
     ds = bm.Dataset(store, work, args.rows, args.changes, merge_into=mi) if needs_main else None
     v3 = current_v3(ds) if needs_main else None
     if needs_main and ("day" in args.parts or "scaling" in args.parts):
         floors = "day" in args.parts
-        result["day"] = time_day(ds, v3, clock, args.repeat, floors, merge_into=mi, warmup=not args.quick)
+        result["day"] = time_day(ds, v3, clock, args.repeat, floors, merge_into=mi, warmup=warmup)
         _progress(result)
     if "reads" in args.parts:
         result["reads"] = reads(ds, v3, clock, args.repeat)
@@ -534,8 +536,7 @@ def measure(store, work: Path, args, started: float) -> dict:
         _progress(result)
     if "scaling" in args.parts:
         others = [n for n in args.scaling if n != args.rows]
-        warm = not args.quick
-        points = scaling(store, work, others, args.changes, clock, args.repeat, mi, warm) if others else []
+        points = scaling(store, work, others, args.changes, clock, args.repeat, mi, warmup) if others else []
         if "day" in result:
             points.append(_scaling_point(ds, result["day"]))
         result["scaling"] = sorted(points, key=lambda p: p["state_rows"])
