@@ -75,6 +75,12 @@ if [ "$(cat jvm/lib/localfs/.stamp 2>/dev/null)" != "$localfs_stamp" ]; then
   echo "$localfs_stamp" > jvm/lib/localfs/.stamp
 fi
 
+# The Spark driver's class-data-sharing archive (sharp_dagster/spark/class_archive.py): every driver then starts in
+# about half the CPU. Written once by a driver of its own (~80 s); rewritten only when Java or the jars change.
+# Without it drivers start as before, so a failure here is a warning, not a stop.
+.venv/bin/python -m sharp_dagster.spark.class_archive_build ||
+  echo "warning: the Spark driver's class archive was not written (drivers start without it)" >&2
+
 # SeaweedFS for `make test-s3`: built once into ~/.cache/sharp-dagster/seaweedfs/ (nothing to do when it is there).
 if [ "$with_s3" = 1 ]; then .venv/bin/python -m sharp_dagster.servers.seaweedfs_build; fi
 mkdir -p data artifacts

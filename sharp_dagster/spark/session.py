@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 
 from sharp_dagster import jvm
 from sharp_dagster.settings import Settings, spark_driver_host, spark_jars, spark_log_level, warehouse_uri
+from sharp_dagster.spark import class_archive
 from sharp_dagster.spark.catalog import catalog_conf, provide_password_file
 from sharp_dagster.spark.py4j_names import remember_names
 
@@ -47,6 +48,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.hadoop.dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "25",
     "spark.hadoop.dfs.client.block.write.locateFollowingBlock.retries": "10",
 }
+# Whole-stage code for wide aggregates (many data-quality rules in one scan) exceeds HotSpot's 8000-byte JIT limit
+# and would run interpreted; let the JIT compile it.
+DEFAULT_DRIVER_JAVA_OPTIONS = ["-XX:-DontCompileHugeMethods"]
 
 
 def build_spark_session(
@@ -63,9 +67,7 @@ def build_spark_session(
     merged = dict(DEFAULT_CONF)
     merged["spark.sql.warehouse.dir"] = warehouse_uri(settings.warehouse_dir)
     level = spark_log_level()
-    # Whole-stage code for wide aggregates (many data-quality rules in one scan) exceeds HotSpot's 8000-byte
-    # JIT limit and would run interpreted; let the JIT compile it.
-    java_opts = ["-XX:-DontCompileHugeMethods"]
+    java_opts = [*DEFAULT_DRIVER_JAVA_OPTIONS, *class_archive.driver_java_options()]
     if level in {"ERROR", "OFF", "FATAL"}:
         java_opts.append(f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}")
     merged["spark.driver.extraJavaOptions"] = " ".join(java_opts)
