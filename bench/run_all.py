@@ -37,6 +37,7 @@ BENCHMARKS = {
     "landing": "bench_landing.py",
     "publish": "bench_publish.py",
     "local_fs": "bench_local_fs.py",
+    "driver_start": "bench_driver_start.py",
     "pipeline": "bench_pipeline.py",
     "profiles": "bench_profiles.py",
     "ods_layout": "bench_ods_layout.py",
@@ -256,6 +257,18 @@ def headline(name: str, r: dict) -> tuple[str, str, str, str]:
             f"({h['files_per_s']} files/s): {r['speedup_ours_over_hadoop']}x, {r['rounds']} rounds alternating",
             "faster than Hadoop's",
             "yes" if r["speedup_ours_over_hadoop"] > 1 else "no",
+        )
+    if name == "driver_start":
+        a, p = r["archive"], r["plain"]
+        return (
+            "a Spark driver's start + first Iceberg table written and read, fresh process, with the class-data-"
+            "sharing archive (jvm/lib/cds) vs without",
+            f"driver JVM CPU {_fmt(a['jvm_cpu_s']['median'])} s vs {_fmt(p['jvm_cpu_s']['median'])} s "
+            f"({r['ratio_jvm_cpu']}x); session {_fmt(a['start_s']['median'])} s vs {_fmt(p['start_s']['median'])} s "
+            f"({r['ratio_start_wall']}x), first work {r['ratio_first_work_wall']}x; medians of {r['rounds']} "
+            "alternated rounds",
+            "less CPU than without",
+            "yes" if r["ratio_jvm_cpu"] < 1 else "no",
         )
     if name.startswith(
         "pipeline"

@@ -4,7 +4,7 @@ A Spark driver loads and verifies ~15,000 classes from Spark's jars before its f
 Iceberg read took ~18 CPU-s to start on this project's 2-core machines. Every process that runs Spark pays it (a
 Dagster run worker, a CLI command, a test's subprocess). The JDK can map those classes, already parsed and verified,
 from an archive written by one earlier JVM of the same class path (`-XX:ArchiveClassesAtExit`, JDK 13+); the same
-start then took ~11 CPU-s (`bench/RESULTS.md`, "driver start").
+start then took ~11 CPU-s (`bench/RESULTS.md`, section `driver_start`: 0.62x the CPU with both JIT tiers).
 
 - `scripts/bootstrap.sh` writes the archive once (`python -m sharp_dagster.spark.class_archive_build`): a driver built by
   `session.build_spark_session`, so with the class path every driver has, runs a small warehouse workload (an
