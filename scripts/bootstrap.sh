@@ -76,7 +76,7 @@ if [ "$(cat jvm/lib/localfs/.stamp 2>/dev/null)" != "$localfs_stamp" ]; then
 fi
 
 # The Spark driver's class-data-sharing archive (sharp_dagster/spark/class_archive.py): every driver then starts in
-# about half the CPU. Written once by a driver of its own (~80 s); rewritten only when Java or the jars change.
+# ~0.6x the CPU. Written once by a driver of its own (~80 s); rewritten only when Java or the jars change.
 # Without it drivers start as before, so a failure here is a warning, not a stop.
 .venv/bin/python -m sharp_dagster.spark.class_archive_build ||
   echo "warning: the Spark driver's class archive was not written (drivers start without it)" >&2

@@ -1,6 +1,6 @@
-"""The Spark driver's class-data-sharing archive (the JDK's dynamic AppCDS): a driver starts in about half the CPU.
+"""The Spark driver's class-data-sharing archive (the JDK's dynamic AppCDS): a driver starts in ~0.6x the CPU.
 
-A Spark driver loads and verifies ~15,000 classes from Spark's jars before its first job: a local session with one
+A Spark driver loads and verifies thousands of classes from Spark's jars before its first job: a local session with one
 Iceberg read took ~18 CPU-s to start on this project's 2-core machines. Every process that runs Spark pays it (a
 Dagster run worker, a CLI command, a test's subprocess). The JDK can map those classes, already parsed and verified,
 from an archive written by one earlier JVM of the same class path (`-XX:ArchiveClassesAtExit`, JDK 13+); the same

@@ -87,6 +87,7 @@ def _dump(target: str) -> None:
         os.environ["SHARP_DATA_DIR"] = tmp
         for var in ("SHARP_WAREHOUSE_DIR", "SHARP_LOG_DB_URL", "SHARP_SPARK_MASTER", "SHARP_SPARK_CONF"):
             os.environ.pop(var, None)
+        # C1 alone: this JVM lives for one small workload, where the optimizing compiler costs more than it gives.
         options = " ".join(
             [
                 *DEFAULT_DRIVER_JAVA_OPTIONS,
