@@ -1,7 +1,7 @@
 """Benchmark of a Spark driver's start with and without the class-data-sharing archive (`spark/class_archive.py`).
 
 Every process that runs Spark (a Dagster run worker, a CLI command, a test's subprocess) starts a driver JVM that
-loads ~15,000 classes from Spark's and Iceberg's jars. The bootstrap writes them once into a JDK class-data-sharing
+loads thousands of classes from Spark's and Iceberg's jars. The bootstrap writes them once into a JDK class-data-sharing
 archive (`jvm/lib/cds/spark-driver.jsa`) and every driver maps it. Each start here is a fresh process: the session
 built by `build_spark_session` (its driver options given with or without the archive's), then what a warehouse step
 does first (the JDBC catalog's namespace, an Iceberg table created, written and read). Measured: the wall time to
@@ -30,11 +30,9 @@ REPO = Path(__file__).resolve().parent.parent
 CHILD = r"""
 import json, os, resource, sys, time
 t0 = time.perf_counter()
-from sharp_dagster.spark import class_archive
-from sharp_dagster.spark.session import DEFAULT_DRIVER_JAVA_OPTIONS, build_spark_session
+from sharp_dagster.spark.session import build_spark_session, driver_java_options
 
-archive = class_archive.driver_java_options() if sys.argv[1] == "archive" else []
-options = " ".join([*DEFAULT_DRIVER_JAVA_OPTIONS, *archive])
+options = driver_java_options(archive=sys.argv[1] == "archive")
 spark = build_spark_session(**{"spark.driver.extraJavaOptions": options})
 t1 = time.perf_counter()
 spark.sql("CREATE NAMESPACE IF NOT EXISTS bench")

@@ -13,14 +13,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pyspark
 
 from sharp_dagster import jvm
 from sharp_dagster.spark.class_archive import ARCHIVE_NAME, QUIET, archive_path
-from sharp_dagster.spark.session import DEFAULT_DRIVER_JAVA_OPTIONS, build_spark_session
+from sharp_dagster.spark.session import build_spark_session, driver_java_options
 
 RUNTIME_PROPERTIES = ("java.home =", "java.vm.version =", "java.vm.name =")
 
@@ -48,6 +47,8 @@ def ensure(timeout: float = 600) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
     partial = path.with_name(f"{ARCHIVE_NAME}.{os.getpid()}.partial")
+    # The driver JVM writes the archive as it exits, after the Python process that started it; it holds that
+    # process's stdout and stderr until then, so `run` (reading both to their end) returns once it has written.
     child = subprocess.run(
         [sys.executable, "-m", "sharp_dagster.spark.class_archive_build", "--dump", str(partial)],
         capture_output=True,
@@ -59,26 +60,11 @@ def ensure(timeout: float = 600) -> bool:
         raise RuntimeError(
             f"building the driver's class archive failed:\n{(child.stdout + child.stderr)[-3000:]}"
         )
-    _wait_exit(int(child.stdout.split("driver pid ")[-1].split()[0]), timeout)
     if not partial.is_file():
         raise RuntimeError(f"the driver exited without writing its class archive {partial}")
     partial.rename(path)
     stamp.write_text(want + "\n")
     return True
-
-
-def _wait_exit(pid: int, timeout: float) -> None:
-    """The driver JVM writes the archive as it exits, after the Python process that started it is gone."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except FileNotFoundError:
-            return
-        if state == "Z":  # exited, not yet reaped by its new parent
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"the driver (pid {pid}) did not exit within {timeout:.0f} s")
 
 
 def _dump(target: str) -> None:
@@ -88,19 +74,11 @@ def _dump(target: str) -> None:
         for var in ("SHARP_WAREHOUSE_DIR", "SHARP_LOG_DB_URL", "SHARP_SPARK_MASTER", "SHARP_SPARK_CONF"):
             os.environ.pop(var, None)
         # C1 alone: this JVM lives for one small workload, where the optimizing compiler costs more than it gives.
-        options = " ".join(
-            [
-                *DEFAULT_DRIVER_JAVA_OPTIONS,
-                "-XX:TieredStopAtLevel=1",
-                f"-XX:ArchiveClassesAtExit={target}",
-                *QUIET,
-            ]
-        )
+        dump = ["-XX:TieredStopAtLevel=1", f"-XX:ArchiveClassesAtExit={target}", *QUIET]
+        options = driver_java_options(*dump, archive=False)
         spark = build_spark_session(**{"spark.driver.extraJavaOptions": options})
         _workload(spark, Path(tmp))
-        pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
         spark.stop()
-    print(f"driver pid {pid}")
 
 
 def _workload(spark, tmp: Path) -> None:

@@ -49,8 +49,20 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.hadoop.dfs.client.block.write.locateFollowingBlock.retries": "10",
 }
 # Whole-stage code for wide aggregates (many data-quality rules in one scan) exceeds HotSpot's 8000-byte JIT limit
-# and would run interpreted; let the JIT compile it.
-DEFAULT_DRIVER_JAVA_OPTIONS = ["-XX:-DontCompileHugeMethods"]
+# and would run interpreted; let the JIT compile it (drivers and executors).
+COMPILE_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
+
+
+def driver_java_options(*extra: str, archive: bool = True) -> str:
+    """`spark.driver.extraJavaOptions` of the project's drivers: the JIT's, the class archive's (unless `archive`
+    is False: `class_archive_build` writes one), the quiet log4j configuration at quiet levels, then `extra`.
+
+    A caller that passes its own `spark.driver.extraJavaOptions` to `build_spark_session` builds it here, so its
+    driver differs from the others only by what it asks for."""
+    options = [COMPILE_HUGE_METHODS, *(class_archive.driver_java_options() if archive else [])]
+    if spark_log_level() in {"ERROR", "OFF", "FATAL"}:
+        options.append(f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}")
+    return " ".join([*options, *extra])
 
 
 def build_spark_session(
@@ -66,12 +78,8 @@ def build_spark_session(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     merged = dict(DEFAULT_CONF)
     merged["spark.sql.warehouse.dir"] = warehouse_uri(settings.warehouse_dir)
-    level = spark_log_level()
-    java_opts = [*DEFAULT_DRIVER_JAVA_OPTIONS, *class_archive.driver_java_options()]
-    if level in {"ERROR", "OFF", "FATAL"}:
-        java_opts.append(f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}")
-    merged["spark.driver.extraJavaOptions"] = " ".join(java_opts)
-    merged["spark.executor.extraJavaOptions"] = "-XX:-DontCompileHugeMethods"
+    merged["spark.driver.extraJavaOptions"] = driver_java_options()
+    merged["spark.executor.extraJavaOptions"] = COMPILE_HUGE_METHODS
     if settings.spark_master.startswith("spark://"):
         # Executors on a cluster must reach the driver; on one machine that is loopback.
         merged.setdefault("spark.driver.host", spark_driver_host())
@@ -99,6 +107,7 @@ def build_spark_session(
     # `publish/warehouse.py`) would not see a catalog set at runtime (`catalog.use_warehouse`): CATALOG_NOT_FOUND.
     spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
     provide_password_file(spark)  # the catalog's password: a file the JDBC driver reads, never Spark conf
+    level = spark_log_level()
     spark.sparkContext.setLogLevel(level if level != "OFF" else "ERROR")
     return spark
 

@@ -14,10 +14,8 @@ from sharp_dagster.spark import class_archive, class_archive_build
 DRIVER = """
 import os, sys, tempfile
 os.environ["SHARP_DATA_DIR"] = tempfile.mkdtemp()
-from sharp_dagster.spark import class_archive
-from sharp_dagster.spark.session import DEFAULT_DRIVER_JAVA_OPTIONS, build_spark_session
-options = [*DEFAULT_DRIVER_JAVA_OPTIONS, *class_archive.driver_java_options(), "-Xshare:on"]
-spark = build_spark_session(**{"spark.driver.extraJavaOptions": " ".join(options)})
+from sharp_dagster.spark.session import build_spark_session, driver_java_options
+spark = build_spark_session(**{"spark.driver.extraJavaOptions": driver_java_options("-Xshare:on")})
 print("started", spark.range(5).count())
 """
 
